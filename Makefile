@@ -1,0 +1,69 @@
+# steplabel: `make run` to try it, `make test` to check it. See README.md.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+# pip's default resolver would take a multi-GB CUDA torch; the worker extra pins the CPU wheel.
+PIP_INSTALL := $(BIN)/pip install --quiet --disable-pip-version-check
+
+.PHONY: run serve install install-dev static migrate seed export test lint format bench clean
+
+$(BIN)/steplabel: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL) --upgrade pip
+	$(PIP_INSTALL) -e .
+	@touch $@
+
+$(VENV)/.dev-installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL) --upgrade pip
+	$(PIP_INSTALL) -e '.[dev]'
+	@touch $@
+
+install: $(BIN)/steplabel
+
+install-dev: $(VENV)/.dev-installed
+
+static/vendor/.installed: package.json package-lock.json scripts/install_vendor.sh
+	bash scripts/install_vendor.sh
+	@touch $@
+
+static: static/vendor/.installed
+
+migrate: install
+	$(BIN)/steplabel migrate
+
+seed: migrate
+	$(BIN)/steplabel seed-demo
+
+run: seed static
+	$(BIN)/uvicorn app.main:app --host $(HOST) --port $(PORT)
+
+serve: install static
+	$(BIN)/uvicorn app.main:app --host $(HOST) --port $(PORT)
+
+export: migrate
+	@mkdir -p exports
+	$(BIN)/steplabel export --format prm800k --output exports/prm800k-$$(date -u +%Y%m%dT%H%M%SZ).jsonl
+
+test: install-dev static
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/pytest
+
+lint: install-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: install-dev
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: install-dev
+	$(BIN)/python bench/export_import.py
+
+clean:
+	rm -rf $(VENV) static/vendor node_modules .pytest_cache .ruff_cache .mypy_cache

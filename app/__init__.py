@@ -1,0 +1,1 @@
+"""steplabel: step-level human feedback on model-written math solutions."""

@@ -1,0 +1,77 @@
+"""Engine and sessions for SQLite (embedded default) and Postgres."""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.config import get_settings
+
+
+def is_sqlite(url: str) -> bool:
+    return url.startswith("sqlite")
+
+
+def _enable_sqlite_features(dbapi_connection: Any, _record: Any) -> None:
+    # SQLite leaves foreign keys off by default; WAL lets readers work beside one writer.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def make_engine(url: str, *, echo: bool = False) -> Engine:
+    """An engine for ``url`` with the per-database settings steplabel relies on."""
+    if is_sqlite(url):
+        engine = create_engine(
+            url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30}
+        )
+        event.listen(engine, "connect", _enable_sqlite_features)
+        return engine
+    return create_engine(url, echo=echo, pool_pre_ping=True)
+
+
+_engines: dict[str, Engine] = {}
+
+
+def get_engine(url: str | None = None) -> Engine:
+    """The shared engine for ``url`` (default: the configured database)."""
+    settings = get_settings()
+    url = url or settings.database_url
+    if url not in _engines:
+        _engines[url] = make_engine(url, echo=settings.sql_echo)
+    return _engines[url]
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+@contextmanager
+def transaction(engine: Engine | None = None) -> Iterator[Session]:
+    """One unit of work: commit when the block succeeds, roll back when it raises."""
+    session = session_factory(engine or get_engine())()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def get_session() -> Iterator[Session]:
+    """FastAPI dependency: one session per request, committed when the request succeeds."""
+    with transaction() as session:
+        yield session
+
+
+def dispose_engines() -> None:
+    """Close every pooled connection (tests, and before a forked worker starts)."""
+    for engine in _engines.values():
+        engine.dispose()
+    _engines.clear()

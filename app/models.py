@@ -1,0 +1,195 @@
+"""The tables: users, problems, model solutions, labels and their per-step ratings.
+
+A PRM800K line maps onto them as follows (see app/prm800k.py for the conversion):
+``question`` -> a Problem (and, in phase 2, the Solution that was labeled), ``label`` -> a
+Label with one LabelStep per step and one StepCompletion per rated completion.
+"""
+
+import enum
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Double,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+# Stable constraint names keep migrations identical on SQLite and Postgres.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# SQL NULL, not the JSON literal null, for absent values.
+NullableJSON = JSON(none_as_null=True)
+
+
+def utc_now() -> datetime:
+    """Naive UTC, as PRM800K timestamps are written."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Role(enum.StrEnum):
+    LABELER = "labeler"
+    ADMIN = "admin"
+
+
+class FinishReason(enum.StrEnum):
+    FOUND_ERROR = "found_error"
+    SOLUTION = "solution"
+    GIVE_UP = "give_up"
+    BAD_PROBLEM = "bad_problem"
+
+
+class User(Base):
+    __tablename__ = "users"
+    __table_args__ = (CheckConstraint("role IN ('labeler', 'admin')", name="role"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    uuid: Mapped[str] = mapped_column(
+        String(36), unique=True, default=lambda: str(uuid.uuid4())
+    )
+    name: Mapped[str] = mapped_column(String(120), unique=True)
+    role: Mapped[str] = mapped_column(String(16), default=Role.LABELER.value)
+    password_hash: Mapped[str | None] = mapped_column(String(255))
+    is_active: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
+
+
+class Problem(Base):
+    """A MATH-style problem with its ground truth.
+
+    ``content_key`` hashes text, answer and solution, so the same text with a different
+    ground truth (PRM800K's screening questions carry none) stays a distinct row and
+    round-trips exactly; ``text_key`` finds every row for one text.
+    """
+
+    __tablename__ = "problems"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    content_key: Mapped[str] = mapped_column(String(64), unique=True)
+    text_key: Mapped[str] = mapped_column(String(64), index=True)
+    text: Mapped[str] = mapped_column(Text)
+    ground_truth_solution: Mapped[str | None] = mapped_column(Text)
+    ground_truth_answer: Mapped[str | None] = mapped_column(Text)
+    subject: Mapped[str | None] = mapped_column(String(64), index=True)
+    level: Mapped[int | None] = mapped_column(SmallInteger)
+    source_id: Mapped[str | None] = mapped_column(String(255), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
+
+    solutions: Mapped[list["Solution"]] = relationship(back_populates="problem")
+
+
+class Solution(Base):
+    """A model-written solution, split into steps, waiting to be (or already) labeled."""
+
+    __tablename__ = "solutions"
+    __table_args__ = (Index("ix_solutions_generation_id", "generation", "id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    content_key: Mapped[str] = mapped_column(String(64), unique=True)
+    problem_id: Mapped[int] = mapped_column(ForeignKey("problems.id"), index=True)
+    steps: Mapped[list[str] | None] = mapped_column(NullableJSON)
+    answer: Mapped[str | None] = mapped_column(Text)
+    verifier_score: Mapped[float | None] = mapped_column(Double)
+    generator: Mapped[str | None] = mapped_column(String(255))
+    source_id: Mapped[str | None] = mapped_column(String(255), index=True)
+    generation: Mapped[int | None] = mapped_column(Integer)
+    """The active-learning generation that queued this solution for labeling."""
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
+
+    problem: Mapped[Problem] = relationship(back_populates="solutions")
+
+
+class Label(Base):
+    """One labeler's work on one task: a PRM800K line."""
+
+    __tablename__ = "labels"
+    __table_args__ = (
+        CheckConstraint(
+            "finish_reason IN ('found_error', 'solution', 'give_up', 'bad_problem')",
+            name="finish_reason",
+        ),
+        Index("ix_labels_labeler_id_timestamp", "labeler_id", "timestamp"),
+        Index("ix_labels_generation_id", "generation", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    dedupe_key: Mapped[str] = mapped_column(String(64), unique=True)
+    labeler_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    problem_id: Mapped[int] = mapped_column(ForeignKey("problems.id"), index=True)
+    solution_id: Mapped[int | None] = mapped_column(ForeignKey("solutions.id"), index=True)
+    """Null for phase-1 labels, where steps were sampled live rather than pre-generated."""
+    timestamp: Mapped[datetime] = mapped_column(DateTime, index=True)
+    generation: Mapped[int | None] = mapped_column(Integer)
+    is_quality_control: Mapped[bool] = mapped_column(Boolean, default=False)
+    is_initial_screening: Mapped[bool] = mapped_column(Boolean, default=False)
+    total_time: Mapped[int | None] = mapped_column(BigInteger)
+    """Milliseconds spent on the task."""
+    finish_reason: Mapped[str | None] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
+
+    steps: Mapped[list["LabelStep"]] = relationship(
+        order_by="LabelStep.step_index", cascade="all, delete-orphan"
+    )
+
+
+class LabelStep(Base):
+    """One step of a label: its rated completions and what the labeler continued with."""
+
+    __tablename__ = "label_steps"
+
+    label_id: Mapped[int] = mapped_column(
+        ForeignKey("labels.id", ondelete="CASCADE"), primary_key=True
+    )
+    step_index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    chosen_completion: Mapped[int | None] = mapped_column(Integer)
+    """Index into the completions; null when none was chosen (an error, or a human step)."""
+    human_completion: Mapped[dict[str, Any] | None] = mapped_column(NullableJSON)
+    """The labeler's own step (phase 1): ``{text, rating, source, flagged, ...}``."""
+
+    completions: Mapped[list["StepCompletion"]] = relationship(
+        order_by="StepCompletion.completion_index", cascade="all, delete-orphan"
+    )
+
+
+class StepCompletion(Base):
+    """One candidate step and the rating a labeler gave it (-1, 0, +1 or unrated)."""
+
+    __tablename__ = "step_completions"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["label_id", "step_index"],
+            ["label_steps.label_id", "label_steps.step_index"],
+            ondelete="CASCADE",
+        ),
+        CheckConstraint("rating IN (-1, 0, 1)", name="rating"),
+    )
+
+    label_id: Mapped[int] = mapped_column(primary_key=True)
+    step_index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    completion_index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    text: Mapped[str] = mapped_column(Text)
+    rating: Mapped[int | None] = mapped_column(SmallInteger)
+    flagged: Mapped[bool | None] = mapped_column(Boolean)
