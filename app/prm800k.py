@@ -185,3 +185,67 @@ def record_dict(
 def dumps(record: dict[str, Any]) -> str:
     """One JSONL line, with the default settings PRM800K was written with."""
     return json.dumps(record)
+
+
+# Import: a validated Record as rows of the label tables.
+
+
+def pre_generated(record: Record) -> tuple[list[str] | None, str | None, float | None] | None:
+    """(steps, answer, verifier score) of a phase-2 question; None in phase 1."""
+    question = record.question
+    if isinstance(question, Phase1Question):
+        return None
+    return (
+        question.pre_generated_steps,
+        question.pre_generated_answer,
+        question.pre_generated_verifier_score,
+    )
+
+
+def label_row(
+    record: Record, *, dedupe_key: str, labeler_id: int, problem_id: int, solution_id: int | None
+) -> dict[str, Any]:
+    """The ``labels`` row of a record."""
+    return {
+        "dedupe_key": dedupe_key,
+        "labeler_id": labeler_id,
+        "problem_id": problem_id,
+        "solution_id": solution_id,
+        "timestamp": record.timestamp,
+        "generation": record.generation,
+        "is_quality_control": record.is_quality_control_question,
+        "is_initial_screening": record.is_initial_screening_question,
+        "total_time": record.label.total_time,
+        "finish_reason": record.label.finish_reason,
+    }
+
+
+def step_rows(record: Record, label_id: int) -> list[dict[str, Any]]:
+    """The ``label_steps`` rows of a record."""
+    return [
+        {
+            "label_id": label_id,
+            "step_index": index,
+            "chosen_completion": step.chosen_completion,
+            "human_completion": (
+                step.human_completion.model_dump() if step.human_completion else None
+            ),
+        }
+        for index, step in enumerate(record.label.steps)
+    ]
+
+
+def completion_rows(record: Record, label_id: int) -> list[dict[str, Any]]:
+    """The ``step_completions`` rows of a record: every rated candidate of every step."""
+    return [
+        {
+            "label_id": label_id,
+            "step_index": step_index,
+            "completion_index": completion_index,
+            "text": completion.text,
+            "rating": completion.rating,
+            "flagged": completion.flagged,
+        }
+        for step_index, step in enumerate(record.label.steps)
+        for completion_index, completion in enumerate(step.completions)
+    ]

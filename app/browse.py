@@ -1,0 +1,206 @@
+"""The placeholder front pages: totals, a paged table of problems, one problem's solutions."""
+
+import math
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.templating import Jinja2Templates
+from sqlalchemy import func, select, text
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, selectinload
+
+from app.db import get_session
+from app.models import Label, Problem, Solution, StepCompletion, User
+
+PROBLEMS_PER_PAGE = 25
+
+router = APIRouter()
+
+DbSession = Annotated[Session, Depends(get_session)]
+
+
+@dataclass(frozen=True)
+class Totals:
+    problems: int
+    solutions: int
+    labels: int
+    step_ratings: int
+    users: int
+
+
+@dataclass(frozen=True)
+class ProblemRow:
+    id: int
+    source_id: str | None
+    subject: str | None
+    level: int | None
+    text: str
+    solution_count: int
+    label_count: int
+
+
+@dataclass(frozen=True)
+class ProblemPage:
+    rows: list[ProblemRow]
+    page: int
+    page_count: int
+    total: int
+
+    @property
+    def has_previous(self) -> bool:
+        return self.page > 1
+
+    @property
+    def has_next(self) -> bool:
+        return self.page < self.page_count
+
+
+@dataclass(frozen=True)
+class ProblemDetail:
+    problem: Problem
+    solutions: list[Solution]
+    label_counts: dict[int, int]
+    """Labels per solution id; solutions without labels are absent."""
+
+
+def totals(session: Session) -> Totals:
+    """Row counts of the main tables, in one statement."""
+
+    def count(model: Any) -> Any:
+        return select(func.count()).select_from(model).scalar_subquery()
+
+    row = session.execute(
+        select(
+            count(Problem).label("problems"),
+            count(Solution).label("solutions"),
+            count(Label).label("labels"),
+            count(StepCompletion).label("step_ratings"),
+            count(User).label("users"),
+        )
+    ).one()
+    return Totals(**row._asdict())
+
+
+def problem_page(session: Session, page: int, per_page: int = PROBLEMS_PER_PAGE) -> ProblemPage:
+    """One page of problems by id with their solution and label counts; ``page`` is clamped."""
+    total = session.scalar(select(func.count()).select_from(Problem)) or 0
+    page_count = max(1, math.ceil(total / per_page))
+    page = min(max(page, 1), page_count)
+    # Correlated counts use the problem_id indexes and run only for the rows on the page.
+    solution_count = (
+        select(func.count())
+        .where(Solution.problem_id == Problem.id)
+        .correlate(Problem)
+        .scalar_subquery()
+    )
+    label_count = (
+        select(func.count()).where(Label.problem_id == Problem.id).correlate(Problem).scalar_subquery()
+    )
+    result = session.execute(
+        select(
+            Problem.id,
+            Problem.source_id,
+            Problem.subject,
+            Problem.level,
+            Problem.text,
+            solution_count.label("solution_count"),
+            label_count.label("label_count"),
+        )
+        .order_by(Problem.id)
+        .limit(per_page)
+        .offset((page - 1) * per_page)
+    )
+    rows = [ProblemRow(**row._asdict()) for row in result]
+    return ProblemPage(rows=rows, page=page, page_count=page_count, total=total)
+
+
+def problem_detail(session: Session, problem_id: int) -> ProblemDetail | None:
+    """A problem with its solutions (oldest first) and each solution's label count."""
+    problem = session.scalar(
+        select(Problem).where(Problem.id == problem_id).options(selectinload(Problem.solutions))
+    )
+    if problem is None:
+        return None
+    label_counts = session.execute(
+        select(Label.solution_id, func.count())
+        .where(Label.problem_id == problem_id, Label.solution_id.is_not(None))
+        .group_by(Label.solution_id)
+    ).all()
+    return ProblemDetail(
+        problem=problem,
+        solutions=sorted(problem.solutions, key=lambda solution: solution.id),
+        label_counts={solution_id: count for solution_id, count in label_counts},
+    )
+
+
+def database_error(session: Session) -> str | None:
+    """None when the database answers ``SELECT 1``, else the kind of error it raised."""
+    try:
+        session.execute(text("SELECT 1"))
+    except SQLAlchemyError as error:
+        session.rollback()
+        return type(error).__name__
+    return None
+
+
+def render(
+    request: Request,
+    template_name: str,
+    context: dict[str, Any],
+    *,
+    block: str | None = None,
+    status_code: int = 200,
+) -> HTMLResponse:
+    """Render a page, or only its named ``block`` (the fragment that htmx swaps in)."""
+    templates: Jinja2Templates = request.app.state.templates
+    # The same URL answers with a page or a fragment: caches must keep them apart.
+    headers = {"Vary": "HX-Request"}
+    if block is None:
+        return templates.TemplateResponse(
+            request, template_name, context, status_code=status_code, headers=headers
+        )
+    template = templates.get_template(template_name)
+    render_block = template.blocks[block]
+    html = "".join(render_block(template.new_context({"request": request, **context})))
+    return HTMLResponse(html, status_code=status_code, headers=headers)
+
+
+def wants_fragment(request: Request) -> bool:
+    """An htmx swap, which takes a fragment; htmx's history restore needs the whole page."""
+    headers = request.headers
+    return headers.get("HX-Request") == "true" and headers.get("HX-History-Restore-Request") != "true"
+
+
+def existing_problem(problem_id: int, session: DbSession) -> ProblemDetail:
+    """Dependency: the problem named in the path, or 404."""
+    detail = problem_detail(session, problem_id)
+    if detail is None:
+        raise HTTPException(status_code=404, detail=f"There is no problem {problem_id}.")
+    return detail
+
+
+@router.get("/", response_class=HTMLResponse)
+def index(
+    request: Request, session: DbSession, page: Annotated[int, Query(ge=1)] = 1
+) -> HTMLResponse:
+    problems = problem_page(session, page)
+    if wants_fragment(request):
+        return render(request, "index.html", {"problems": problems}, block="problem_table")
+    return render(request, "index.html", {"totals": totals(session), "problems": problems})
+
+
+@router.get("/problems/{problem_id}", response_class=HTMLResponse)
+def problem(
+    request: Request, detail: Annotated[ProblemDetail, Depends(existing_problem)]
+) -> HTMLResponse:
+    return render(request, "problem.html", {"detail": detail})
+
+
+@router.get("/healthz")
+def healthz(session: DbSession) -> JSONResponse:
+    error = database_error(session)
+    if error is not None:
+        return JSONResponse({"status": "error", "database": error}, status_code=503)
+    return JSONResponse({"status": "ok", "database": "ok"})

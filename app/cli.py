@@ -1,0 +1,159 @@
+"""The ``steplabel`` command line: migrate, import, export and seed the demo."""
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, TextIO
+
+import typer
+
+from app import schema
+from app.config import SettingsError, get_settings
+from app.datasets import importing
+from app.datasets.demo_seed import SeedReport, seed
+from app.datasets.export import EXPORT_FORMATS, ExportFilter, write_export
+from app.datasets.reading import ImportLineError, read_files
+from app.db import transaction
+
+cli = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
+import_cli = typer.Typer(help="Import JSONL files; each command is one transaction.")
+cli.add_typer(import_cli, name="import")
+
+Files = Annotated[list[Path], typer.Argument(help="JSONL files ('-' for standard input).")]
+SkipInvalid = Annotated[
+    bool, typer.Option("--skip-invalid", help="Report bad lines and import the rest.")
+]
+
+
+def _fail(message: str, status: int = 1) -> None:
+    typer.echo(message, err=True)
+    raise typer.Exit(status)
+
+
+@cli.command()
+def migrate() -> None:
+    """Create or upgrade the database schema."""
+    schema.upgrade(get_settings().database_url)
+    typer.echo(f"database at head: {_database_name()}")
+
+
+def _database_name() -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(get_settings().database_url).render_as_string(hide_password=True)
+
+
+ImportFunction = Callable[..., importing.ImportSummary]
+
+
+def _run_import(function: ImportFunction, files: list[Path], skip_invalid: bool) -> None:
+    def report(error: ImportLineError) -> None:
+        typer.echo(f"{error} (skipped)", err=True)
+
+    try:
+        with transaction() as session:
+            summary = function(
+                session, read_files(files), skip_invalid=skip_invalid, on_invalid=report
+            )
+    except ImportLineError as error:
+        _fail(f"{error}\nnothing was imported")
+    typer.echo(summary.describe())
+
+
+@import_cli.command("prm800k")
+def import_prm800k(files: Files, skip_invalid: SkipInvalid = False) -> None:
+    """PRM800K label lines: phase 1 and 2, quality-control and screening questions."""
+    _run_import(importing.import_prm800k, files, skip_invalid)
+
+
+@import_cli.command("problems")
+def import_problems(files: Files, skip_invalid: SkipInvalid = False) -> None:
+    """MATH problems: PRM800K's split format or the original Hendrycks format."""
+    _run_import(importing.import_problems, files, skip_invalid)
+
+
+@import_cli.command("solutions")
+def import_solutions(files: Files, skip_invalid: SkipInvalid = False) -> None:
+    """Model solutions to label: {problem|unique_id, steps|solution, answer?, score?, ...}."""
+    _run_import(importing.import_solutions, files, skip_invalid)
+
+
+@contextmanager
+def _output(path: str) -> Iterator[TextIO]:
+    if path == "-":
+        yield sys.stdout
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="\n") as stream:
+        yield stream
+
+
+@cli.command()
+def export(
+    output: Annotated[str, typer.Option("--output", "-o", help="File to write, '-' for stdout.")],
+    export_format: Annotated[
+        str, typer.Option("--format", help=f"One of: {', '.join(EXPORT_FORMATS)}.")
+    ] = "prm800k",
+    generation: Annotated[
+        list[int] | None, typer.Option(help="Only these generations (repeatable).")
+    ] = None,
+    since: Annotated[
+        datetime | None, typer.Option(help="Only labels made at or after this UTC time.")
+    ] = None,
+    labeler: Annotated[
+        list[str] | None, typer.Option(help="Only this labeler, by UUID or name (repeatable).")
+    ] = None,
+    include_qc: Annotated[
+        bool, typer.Option("--include-qc/--exclude-qc", help="Quality-control labels.")
+    ] = True,
+    include_screening: Annotated[
+        bool,
+        typer.Option("--include-screening/--exclude-screening", help="Screening labels."),
+    ] = True,
+) -> None:
+    """Write labels as PRM800K JSONL (one line per label) or TRL stepwise rows."""
+    if export_format not in EXPORT_FORMATS:
+        _fail(f"--format must be one of {', '.join(EXPORT_FORMATS)}, not {export_format!r}", 2)
+    label_filter = ExportFilter(
+        generations=generation or (),
+        since=since,
+        labelers=labeler or (),
+        include_quality_control=include_qc,
+        include_screening=include_screening,
+    )
+    with transaction() as session, _output(output) as stream:
+        summary = write_export(session, stream, label_filter, export_format)
+    where = "standard output" if output == "-" else output
+    typer.echo(f"wrote {summary.describe()} to {where}", err=True)
+
+
+@cli.command("seed-demo")
+def seed_demo(
+    credentials: Annotated[
+        Path, typer.Option(help="Where to keep the demo passwords (mode 600).")
+    ] = Path("demo-credentials.txt"),
+) -> None:
+    """Create demo users (printing their passwords) and demo problems to label, once."""
+    with transaction() as session:
+        report = seed(session)
+    _print_seed_report(report, credentials)
+
+
+def _print_seed_report(report: SeedReport, credentials: Path) -> None:
+    typer.echo(report.describe())
+    if report.passwords:
+        lines = [f"{name}\t{role}\t{password}" for name, role, password in report.passwords]
+        credentials.write_text("name\trole\tpassword\n" + "\n".join(lines) + "\n")
+        credentials.chmod(0o600)
+        typer.echo(f"passwords kept in {credentials}")
+
+
+def main() -> None:
+    try:
+        cli()
+    except SettingsError as error:
+        typer.echo(str(error), err=True)
+        sys.exit(2)
+

@@ -1,0 +1,1 @@
+"""Importers and exporters: the CLI and uploads share them."""

@@ -1,0 +1,206 @@
+"""Export labels from the tables as PRM800K JSONL (byte for byte) or TRL stepwise rows.
+
+Labels stream in id order (import order) in chunks, so memory stays flat however large
+the dataset grows. Imported labels and labels made in the app go through the same code.
+"""
+
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TextIO
+
+from sqlalchemy import Select, or_, select
+from sqlalchemy.orm import Session
+
+from app import prm800k
+from app.models import Label, LabelStep, Problem, Solution, StepCompletion, User
+
+CHUNK_SIZE = 1000
+
+
+@dataclass(frozen=True)
+class ExportFilter:
+    """Which labels to export; empty lists mean "all"."""
+
+    generations: Sequence[int] = ()
+    since: datetime | None = None
+    labelers: Sequence[str] = ()
+    """Labeler UUIDs or user names."""
+    include_quality_control: bool = True
+    include_screening: bool = True
+
+    def apply(self, query: Select[Any]) -> Select[Any]:
+        if self.generations:
+            query = query.where(Label.generation.in_(self.generations))
+        if self.since is not None:
+            query = query.where(Label.timestamp >= self.since)
+        if self.labelers:
+            query = query.where(
+                or_(User.uuid.in_(self.labelers), User.name.in_(self.labelers))
+            )
+        if not self.include_quality_control:
+            query = query.where(Label.is_quality_control.is_(False))
+        if not self.include_screening:
+            query = query.where(Label.is_initial_screening.is_(False))
+        return query
+
+
+@dataclass
+class ExportSummary:
+    lines: int = 0
+    step_ratings: int = 0
+    by_finish_reason: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def describe(self) -> str:
+        reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(self.by_finish_reason.items()))
+        return f"{self.lines} lines, {self.step_ratings} step ratings" + (
+            f" ({reasons})" if reasons else ""
+        )
+
+
+_LABEL_COLUMNS = (
+    Label.id,
+    User.uuid,
+    Label.timestamp,
+    Label.generation,
+    Label.is_quality_control,
+    Label.is_initial_screening,
+    Label.total_time,
+    Label.finish_reason,
+    Problem.text,
+    Problem.ground_truth_solution,
+    Problem.ground_truth_answer,
+    Label.solution_id,
+    Solution.steps,
+    Solution.answer,
+    Solution.verifier_score,
+)
+
+
+def iter_records(session: Session, label_filter: ExportFilter) -> Iterator[dict[str, Any]]:
+    """Every selected label as a PRM800K dict, in import order."""
+    query = label_filter.apply(
+        select(*_LABEL_COLUMNS)
+        .join(User, User.id == Label.labeler_id)
+        .join(Problem, Problem.id == Label.problem_id)
+        .outerjoin(Solution, Solution.id == Label.solution_id)
+        .order_by(Label.id)
+        .limit(CHUNK_SIZE)
+    )
+    after = 0
+    while True:
+        labels = session.execute(query.where(Label.id > after)).all()
+        if not labels:
+            return
+        steps = _steps_by_label(session, [label.id for label in labels])
+        for label in labels:
+            yield _record(label, steps.get(label.id, []))
+        after = labels[-1].id
+
+
+def _steps_by_label(session: Session, label_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    completions: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    for label_id, step_index, text, rating, flagged in session.execute(
+        select(
+            StepCompletion.label_id,
+            StepCompletion.step_index,
+            StepCompletion.text,
+            StepCompletion.rating,
+            StepCompletion.flagged,
+        )
+        .where(StepCompletion.label_id.in_(label_ids))
+        .order_by(
+            StepCompletion.label_id, StepCompletion.step_index, StepCompletion.completion_index
+        )
+    ).tuples():
+        completions[label_id, step_index].append(prm800k.completion_dict(text, rating, flagged))
+    steps: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for label_id, step_index, chosen, human in session.execute(
+        select(
+            LabelStep.label_id,
+            LabelStep.step_index,
+            LabelStep.chosen_completion,
+            LabelStep.human_completion,
+        )
+        .where(LabelStep.label_id.in_(label_ids))
+        .order_by(LabelStep.label_id, LabelStep.step_index)
+    ).tuples():
+        steps[label_id].append(
+            prm800k.step_dict(completions.pop((label_id, step_index), []), human, chosen)
+        )
+    return steps
+
+
+def _record(label: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    pre_generated = (
+        None
+        if label.solution_id is None
+        else (label.steps, label.answer, label.verifier_score)
+    )
+    return prm800k.record_dict(
+        labeler=label.uuid,
+        timestamp=label.timestamp,
+        generation=label.generation,
+        is_quality_control=label.is_quality_control,
+        is_initial_screening=label.is_initial_screening,
+        question=prm800k.question_dict(
+            label.text, label.ground_truth_solution, label.ground_truth_answer, pre_generated
+        ),
+        steps=steps,
+        total_time=label.total_time,
+        finish_reason=label.finish_reason,
+    )
+
+
+def trl_row(record: dict[str, Any]) -> dict[str, Any] | None:
+    """TRL's stepwise-supervision row for one label: the path the labeler followed.
+
+    Each step on the path is the chosen completion, else the labeler's own step, else the
+    first completion rated negative, where the path ends. Neutral counts as correct, as in
+    "Let's Verify Step by Step". None when no step on the path is rated.
+    """
+    completions: list[str] = []
+    labels: list[bool] = []
+    for step in record["label"]["steps"]:
+        taken = _step_taken(step)
+        if taken is None or taken["rating"] is None:
+            break
+        completions.append(taken["text"])
+        labels.append(taken["rating"] >= 0)
+        if taken["rating"] < 0:
+            break
+    if not completions:
+        return None
+    return {"prompt": record["question"]["problem"], "completions": completions, "labels": labels}
+
+
+def _step_taken(step: dict[str, Any]) -> dict[str, Any] | None:
+    if step["chosen_completion"] is not None:
+        chosen: dict[str, Any] = step["completions"][step["chosen_completion"]]
+        return chosen
+    human = step["human_completion"]
+    if human is not None:
+        # A labeler's own step is correct by construction when they left it unrated.
+        return {"text": human["text"], "rating": 1 if human["rating"] is None else human["rating"]}
+    return next((c for c in step["completions"] if c["rating"] == -1), None)
+
+
+def write_export(
+    session: Session, out: TextIO, label_filter: ExportFilter, export_format: str = "prm800k"
+) -> ExportSummary:
+    """Write the selected labels to ``out`` in ``export_format`` (prm800k or trl)."""
+    summary = ExportSummary()
+    for record in iter_records(session, label_filter):
+        row = record if export_format == "prm800k" else trl_row(record)
+        if row is None:
+            continue
+        out.write(prm800k.dumps(row))
+        out.write("\n")
+        summary.lines += 1
+        summary.step_ratings += sum(len(s["completions"]) for s in record["label"]["steps"])
+        summary.by_finish_reason[record["label"]["finish_reason"] or "unfinished"] += 1
+    return summary
+
+
+EXPORT_FORMATS = ("prm800k", "trl")

@@ -1,0 +1,31 @@
+"""Content keys: what makes two imported rows "the same", so re-imports add nothing."""
+
+import hashlib
+import json
+from datetime import datetime
+
+
+def content_key(*parts: object) -> str:
+    """A sha256 hex digest of the parts, stable across runs and databases."""
+    encoded = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(encoded.encode()).hexdigest()
+
+
+def problem_key(text: str, answer: str | None, solution: str | None) -> str:
+    return content_key("problem", text, answer, solution)
+
+
+def problem_text_key(text: str) -> str:
+    return content_key("problem-text", text)
+
+
+def solution_key(
+    problem_id: int, steps: list[str] | None, answer: str | None, score: float | None
+) -> str:
+    return content_key("solution", problem_id, steps, answer, score)
+
+
+def label_key(
+    labeler_uuid: str, timestamp: datetime, problem_id: int, solution_id: int | None
+) -> str:
+    return content_key("label", labeler_uuid, timestamp.isoformat(), problem_id, solution_id)

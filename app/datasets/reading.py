@@ -1,0 +1,88 @@
+"""Reading JSONL input line by line, and reporting a bad line as ``FILE:LINE: message``."""
+
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, TypeVar
+
+from pydantic import ValidationError
+
+T = TypeVar("T")
+
+
+class ImportLineError(Exception):
+    """One input line is invalid; ``str()`` gives ``FILE:LINE: what is wrong``."""
+
+    def __init__(self, source: str, line: int, message: str) -> None:
+        super().__init__(f"{source}:{line}: {message}" if line else f"{source}: {message}")
+        self.source = source
+        self.line = line
+        self.message = message
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    source: str
+    number: int
+    text: str
+    unreadable: str | None = None
+    """Why the raw bytes could not be read as text, if they could not."""
+
+    def error(self, message: str) -> ImportLineError:
+        return ImportLineError(self.source, self.number, message)
+
+
+def read_jsonl(name: str, stream: BinaryIO) -> Iterator[SourceLine]:
+    """The non-blank lines of a JSONL stream, numbered from 1; bad UTF-8 is a line error."""
+    for number, raw in enumerate(stream, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            replaced = raw.decode("utf-8", "replace")
+            yield SourceLine(name, number, replaced, f"not UTF-8 text ({error.reason})")
+            continue
+        if text.strip():
+            yield SourceLine(name, number, text)
+
+
+def read_files(paths: Iterable[str | Path]) -> Iterator[SourceLine]:
+    """Every line of every file in order; ``-`` reads standard input."""
+    for path in paths:
+        if str(path) == "-":
+            yield from read_jsonl("<stdin>", sys.stdin.buffer)
+            continue
+        try:
+            stream = open(path, "rb")  # noqa: SIM115 - closed below, after streaming
+        except OSError as error:
+            raise ImportLineError(str(path), 0, f"cannot open: {error.strerror}") from None
+        with stream:
+            yield from read_jsonl(str(path), stream)
+
+
+def describe(error: ValidationError) -> str:
+    """Pydantic's errors as ``field.path: message`` pairs, the first few only."""
+    parts = []
+    for problem in error.errors()[:3]:
+        location = ".".join(str(part) for part in problem["loc"] if part not in _UNION_TAGS)
+        parts.append(f"{location}: {problem['msg']}" if location else problem["msg"])
+    more = len(error.errors()) - 3
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)
+
+
+# Tag names of discriminated unions: they show in error locations but are not fields.
+_UNION_TAGS = {"phase1", "phase2"}
+
+
+def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """Lists of up to ``size`` items (itertools.batched arrives only in Python 3.12)."""
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

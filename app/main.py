@@ -1,0 +1,59 @@
+"""The web application: routers, static files, templates and the error pages."""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from http import HTTPStatus
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from starlette.exceptions import HTTPException
+
+from app import browse
+from app.config import get_settings
+from app.db import dispose_engines
+
+ROOT = Path(__file__).resolve().parent.parent
+STATIC_DIR = ROOT / "static"
+TEMPLATES_DIR = ROOT / "templates"
+
+
+@asynccontextmanager
+async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    get_settings()  # a bad setting stops the server at start, naming the variable
+    yield
+    dispose_engines()
+
+
+async def http_error(request: Request, error: Exception) -> Response:
+    """Answer /api with JSON, an htmx swap with a small fragment and a page with a page."""
+    assert isinstance(error, HTTPException)
+    if request.url.path.startswith("/api/"):
+        return JSONResponse(
+            {"detail": error.detail}, status_code=error.status_code, headers=error.headers
+        )
+    context = {
+        "status_code": error.status_code,
+        "title": HTTPStatus(error.status_code).phrase,
+        "message": error.detail,
+    }
+    block = "error" if browse.wants_fragment(request) else None
+    response = browse.render(
+        request, "error.html", context, block=block, status_code=error.status_code
+    )
+    response.headers.update(error.headers or {})
+    return response
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="steplabel", lifespan=lifespan)
+    app.state.templates = Jinja2Templates(directory=TEMPLATES_DIR)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.add_exception_handler(HTTPException, http_error)
+    app.include_router(browse.router)
+    return app
+
+
+app = create_app()

@@ -1,0 +1,41 @@
+"""Users: labelers and admins, with argon2-hashed passwords."""
+
+import secrets
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerifyMismatchError
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.models import Role, User
+
+_hasher = PasswordHasher()
+
+
+def hash_password(password: str) -> str:
+    return _hasher.hash(password)
+
+
+def verify_password(password_hash: str | None, password: str) -> bool:
+    if password_hash is None:
+        return False
+    try:
+        return _hasher.verify(password_hash, password)
+    except (VerifyMismatchError, InvalidHashError):
+        return False
+
+
+def new_password() -> str:
+    """A random password that is easy to type: four groups of four letters and digits."""
+    alphabet = "abcdefghijkmnpqrstuvwxyz23456789"
+    return "-".join("".join(secrets.choice(alphabet) for _ in range(4)) for _ in range(4))
+
+
+def create_user(session: Session, name: str, role: Role, password: str) -> User:
+    """A new active user; raises ValueError if the name is taken."""
+    if session.scalar(select(User.id).where(User.name == name)) is not None:
+        raise ValueError(f"a user named {name!r} already exists")
+    user = User(name=name, role=role.value, password_hash=hash_password(password))
+    session.add(user)
+    session.flush()
+    return user
