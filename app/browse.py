@@ -96,7 +96,10 @@ def problem_page(session: Session, page: int, per_page: int = PROBLEMS_PER_PAGE)
         .scalar_subquery()
     )
     label_count = (
-        select(func.count()).where(Label.problem_id == Problem.id).correlate(Problem).scalar_subquery()
+        select(func.count())
+        .where(Label.problem_id == Problem.id)
+        .correlate(Problem)
+        .scalar_subquery()
     )
     result = session.execute(
         select(
@@ -170,7 +173,9 @@ def render(
 def wants_fragment(request: Request) -> bool:
     """An htmx swap, which takes a fragment; htmx's history restore needs the whole page."""
     headers = request.headers
-    return headers.get("HX-Request") == "true" and headers.get("HX-History-Restore-Request") != "true"
+    return (
+        headers.get("HX-Request") == "true" and headers.get("HX-History-Restore-Request") != "true"
+    )
 
 
 def existing_problem(problem_id: int, session: DbSession) -> ProblemDetail:

@@ -1,11 +1,12 @@
-"""Alembic environment: migrates the configured database (or a connection handed in)."""
+"""Alembic environment: migrates the configured database, or a connection handed in."""
 
 from logging.config import fileConfig
 
 from alembic import context
 from sqlalchemy import Connection
 
-from app.db import get_engine
+from app.config import get_settings
+from app.db import make_engine
 from app.models import Base
 
 config = context.config
@@ -30,9 +31,12 @@ def run_online() -> None:
     if connection is not None:
         run_migrations(connection)
         return
-    url = config.attributes.get("url")
-    with get_engine(url).connect() as connection:
-        run_migrations(connection)
+    engine = make_engine(get_settings().database_url)
+    try:
+        with engine.connect() as connection:
+            run_migrations(connection)
+    finally:
+        engine.dispose()
 
 
 if context.is_offline_mode():

@@ -113,7 +113,7 @@ def _steps_by_label(session: Session, label_ids: list[int]) -> dict[int, list[di
         .order_by(
             StepCompletion.label_id, StepCompletion.step_index, StepCompletion.completion_index
         )
-    ).tuples():
+    ):
         completions[label_id, step_index].append(prm800k.completion_dict(text, rating, flagged))
     steps: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for label_id, step_index, chosen, human in session.execute(
@@ -125,7 +125,7 @@ def _steps_by_label(session: Session, label_ids: list[int]) -> dict[int, list[di
         )
         .where(LabelStep.label_id.in_(label_ids))
         .order_by(LabelStep.label_id, LabelStep.step_index)
-    ).tuples():
+    ):
         steps[label_id].append(
             prm800k.step_dict(completions.pop((label_id, step_index), []), human, chosen)
         )

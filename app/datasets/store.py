@@ -5,9 +5,9 @@ one multi-row INSERT adds the rest. Content keys (app/datasets/keys.py) decide i
 re-import finds every row and adds nothing.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Table, insert, select, update
 from sqlalchemy.orm import Session
@@ -65,6 +65,17 @@ class SolutionSpec:
         return keys.solution_key(self.problem_id, self.steps, self.answer, self.verifier_score)
 
 
+KeyedSpec = TypeVar("KeyedSpec", ProblemSpec, SolutionSpec)
+
+
+def _first_by_key(specs: Iterable[KeyedSpec]) -> dict[str, KeyedSpec]:
+    """Specs by content key; where lines repeat a row, the first line describes it."""
+    first: dict[str, KeyedSpec] = {}
+    for spec in specs:
+        first.setdefault(spec.content_key, spec)
+    return first
+
+
 @dataclass
 class Store:
     """Resolves specs to row ids within one import transaction, counting what it creates."""
@@ -98,9 +109,7 @@ class Store:
         ).all()
         found = {row.content_key: row for row in rows}
         self._check_source_ids(specs, found)
-        new = {
-            spec.content_key: spec for spec in specs.values() if spec.content_key not in found
-        }
+        new = _first_by_key(spec for spec in specs.values() if spec.content_key not in found)
         created = self._insert_problems(list(new.values()))
         by_key = {key: row.id for key, row in found.items()} | created
         self._fill_in_metadata(specs.values(), found)
@@ -233,7 +242,7 @@ class Store:
                 )
             ).all()
         )
-        new = {spec.content_key: spec for spec in specs if spec.content_key not in found}
+        new = _first_by_key(spec for spec in specs if spec.content_key not in found)
         rows = [
             {
                 "content_key": key,

@@ -1,0 +1,165 @@
+"""Importing PRM800K lines and exporting them gives back the same bytes, on both databases."""
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app import prm800k
+from app.datasets.export import ExportFilter, iter_records, write_export
+from app.datasets.importing import import_prm800k
+from app.datasets.reading import read_files, read_jsonl
+from app.models import Label, LabelStep, Problem, Solution, StepCompletion, User
+from tests import factories
+
+
+def import_text(session: Session, text: str, name: str = "input.jsonl") -> None:
+    import_prm800k(session, read_jsonl(name, io.BytesIO(text.encode())))
+
+
+def export_text(session: Session, label_filter: ExportFilter | None = None, fmt: str = "prm800k") -> str:
+    out = io.StringIO()
+    write_export(session, out, label_filter or ExportFilter(), fmt)
+    return out.getvalue()
+
+
+def edge_case_text() -> str:
+    records = factories.edge_case_records()
+    null_steps = factories.record(factories.phase2_question("Null steps?"))
+    null_steps["question"]["pre_generated_steps"] = None
+    records.append(null_steps)
+    return "".join(factories.line(r) for r in records)
+
+
+def test_real_lines_round_trip_byte_for_byte(session: Session, shared_data: Path) -> None:
+    original = (shared_data / "prm800k_raw_samples.jsonl").read_text()
+    import_prm800k(session, read_files([shared_data / "prm800k_raw_samples.jsonl"]))
+    assert export_text(session) == original
+
+
+def test_edge_cases_round_trip_byte_for_byte(session: Session) -> None:
+    text = edge_case_text()
+    import_text(session, text)
+    exported = export_text(session)
+    assert exported.splitlines() == text.splitlines()
+    assert exported == text
+
+
+def test_round_trip_keeps_import_order_across_files(session: Session, tmp_path: Path) -> None:
+    lines = edge_case_text().splitlines(keepends=True)
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text("".join(lines[5:]))
+    second.write_text("".join(lines[:5]))
+    import_prm800k(session, read_files([first, second]))
+    assert export_text(session) == "".join(lines[5:] + lines[:5])
+
+
+def test_reimport_adds_nothing(session: Session) -> None:
+    text = edge_case_text()
+    import_text(session, text)
+    counts = [session.scalar(select(func.count()).select_from(t)) for t in TABLES]
+    summary = import_prm800k(session, read_jsonl("again", io.BytesIO(text.encode())))
+    assert summary.added == 0
+    assert summary.already_present == len(text.splitlines())
+    assert [session.scalar(select(func.count()).select_from(t)) for t in TABLES] == counts
+    assert export_text(session) == text
+
+
+TABLES = [Label, LabelStep, StepCompletion, Problem, Solution, User]
+
+
+def test_import_stores_queryable_rows(session: Session) -> None:
+    import_text(session, edge_case_text())
+    # Two labelers labeled the same pre-generated solution: one solution row, two labels.
+    q2_problem = "Find $x$ if $3x+7=22$."
+    solutions = session.scalars(
+        select(Solution).join(Problem).where(Problem.text == q2_problem)
+    ).all()
+    assert len(solutions) == 1
+    assert solutions[0].steps == ["Subtract 7: $3x=15$.", "Divide: $x=5$.\n\n# Answer\n\n5"]
+    assert solutions[0].verifier_score == 0.25
+    assert solutions[0].generation == 6
+    # The phase-1 line about the same problem and answer reuses the phase-2 problem row.
+    problem_rows = session.scalars(select(Problem).where(Problem.text == q2_problem)).all()
+    assert len(problem_rows) == 1
+    phase1 = session.scalars(
+        select(Label).where(Label.solution_id.is_(None), Label.problem_id == problem_rows[0].id)
+    ).one()
+    human = session.get(LabelStep, (phase1.id, 1))
+    assert human is not None and human.human_completion is not None
+    assert human.human_completion["text"] == "$3x=15$"
+    assert human.human_completion["corrected_rating"] == 1
+    negatives = session.scalar(
+        select(func.count()).select_from(StepCompletion).where(StepCompletion.rating == -1)
+    )
+    assert negatives == edge_case_text().count('"rating": -1')
+    # Unknown labelers become inactive users whose UUID is the exported labeler.
+    labelers = session.scalars(select(User)).all()
+    assert {u.uuid for u in labelers} == {factories.LABELER_A, factories.LABELER_B}
+    assert not any(u.is_active for u in labelers)
+
+
+def test_export_filters(session: Session) -> None:
+    text = edge_case_text()
+    import_text(session, text)
+    records = [prm800k.parse_line(line) for line in text.splitlines()]
+
+    def exported(label_filter: ExportFilter) -> list[str]:
+        return export_text(session, label_filter).splitlines()
+
+    def expected(keep: object) -> list[str]:
+        return [line for line, r in zip(text.splitlines(), records, strict=True) if keep(r)]  # type: ignore[operator]
+
+    assert exported(ExportFilter(generations=[6])) == expected(lambda r: r.generation == 6)
+    assert exported(ExportFilter(generations=[-1, 6])) == expected(
+        lambda r: r.generation in (-1, 6)
+    )
+    assert exported(ExportFilter(labelers=[factories.LABELER_B])) == expected(
+        lambda r: r.labeler == factories.LABELER_B
+    )
+    assert exported(ExportFilter(include_quality_control=False)) == expected(
+        lambda r: not r.is_quality_control_question
+    )
+    assert exported(ExportFilter(include_screening=False)) == expected(
+        lambda r: not r.is_initial_screening_question
+    )
+    since = records[3].timestamp
+    assert exported(ExportFilter(since=since)) == expected(lambda r: r.timestamp >= since)
+    assert len(exported(ExportFilter(since=since))) == 1
+
+
+def test_exported_records_validate_against_the_schema(session: Session) -> None:
+    import_text(session, edge_case_text())
+    for record in iter_records(session, ExportFilter()):
+        model = prm800k.Record.model_validate_json(prm800k.dumps(record))
+        assert prm800k.dumps(model.model_dump(mode="json")) == prm800k.dumps(record)
+
+
+def test_export_streams_in_chunks(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    import_text(session, edge_case_text())
+    monkeypatch.setattr("app.datasets.export.CHUNK_SIZE", 3)
+    records = iter_records(session, ExportFilter())
+    first = next(records)
+    # Only the first chunk has been read: a later label deleted now is not exported.
+    session.execute(Label.__table__.delete().where(Label.id == session.scalar(select(func.max(Label.id)))))
+    rest = list(records)
+    assert first["labeler"] == factories.LABELER_A
+    assert len(rest) == len(edge_case_text().splitlines()) - 2
+
+
+def test_trl_rows_follow_the_labelers_path(session: Session) -> None:
+    records = factories.edge_case_records()
+    import_text(session, "".join(factories.line(r) for r in records[:2] + records[5:6]))
+    exported = [json.loads(x) for x in export_text(session, fmt="trl").splitlines()]
+    assert exported[0] == {
+        "prompt": "Find $x$ if $3x+7=22$.",
+        "completions": ["Subtract 7: $3x=15$.", "Divide: $x=5$.\n\n# Answer\n\n5"],
+        "labels": [True, True],
+    }
+    assert exported[1]["completions"] == ["Subtract 7: $3x=15$.", "Divide: $x=6$."]
+    assert exported[1]["labels"] == [True, False]
+    assert exported[2]["completions"] == ["Let's subtract.", "$3x=15$", "$x=5$\n\n# Answer\n\n5"]
+    assert exported[2]["labels"] == [True, True, True]
