@@ -128,13 +128,16 @@ def problem_detail(session: Session, problem_id: int) -> ProblemDetail | None:
         return None
     label_counts = session.execute(
         select(Label.solution_id, func.count())
-        .where(Label.problem_id == problem_id, Label.solution_id.is_not(None))
+        .where(Label.problem_id == problem_id)
         .group_by(Label.solution_id)
-    ).all()
+    )
     return ProblemDetail(
         problem=problem,
         solutions=sorted(problem.solutions, key=lambda solution: solution.id),
-        label_counts={solution_id: count for solution_id, count in label_counts},
+        # Phase-1 labels have no solution: their group is the null one.
+        label_counts={
+            solution_id: count for solution_id, count in label_counts if solution_id is not None
+        },
     )
 
 

@@ -10,7 +10,6 @@ was drawn from, so :func:`demo_solutions` can rebuild a problem from its record 
 numbers are stable only for one version of this module's list of families.
 """
 
-import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -40,11 +39,11 @@ class Slip:
 
     target: int
     delta: int
-    """Added to the value's numerator; 0 means a sign error instead."""
+    """Added to the value's numerator; 0 means dropping the minus sign of a negative value."""
 
     def corrupt(self, value: Fraction) -> Fraction:
         if self.delta == 0:
-            return -value
+            return abs(value)
         return Fraction(value.numerator + self.delta, value.denominator)
 
 
@@ -71,7 +70,10 @@ class Scratch:
 
 @dataclass(frozen=True)
 class DemoProblem:
-    """One drawn problem: its text, the numbers it was drawn with, and how to solve it."""
+    """One drawn problem: its text, the numbers it was drawn with, and how to solve it.
+
+    ``solve`` works through the steps; the last step only restates the result.
+    """
 
     family: str
     subject: str
@@ -93,6 +95,12 @@ def tex(value: Fraction | int) -> str:
 def _signed(value: Fraction | int) -> str:
     """A term after another: ``+ 7`` or ``- 7``."""
     return f"- {tex(-value)}" if value < 0 else f"+ {tex(value)}"
+
+
+def _signed_term(coefficient: int, variable: str) -> str:
+    """A term after another, a unit coefficient left out: ``- x``, ``+ 3x``."""
+    size = "" if abs(coefficient) == 1 else str(abs(coefficient))
+    return f"{'-' if coefficient < 0 else '+'} {size}{variable}"
 
 
 def _factor(value: Fraction | int) -> str:
@@ -231,16 +239,16 @@ def _quadratic_roots(rng: Random) -> DemoProblem:
     b = -lead * (r + t)
     c = lead * r * t
     ask_squares = rng.random() < 0.5
-    polynomial = f"{'' if lead == 1 else lead}x^2 {_signed(b)}x {_signed(c)}"
+    polynomial = f"{'' if lead == 1 else lead}x^2 {_signed_term(b, 'x')} {_signed(c)}"
 
     def solve(s: Scratch) -> Worked:
         total = s.calc(Fraction(-b, lead))
         product = s.calc(Fraction(c, lead))
         steps = [
             s.say(
-                rf"By Vieta's formulas, $r + s = -\frac{{b}}{{a}}$ and $rs = \frac{{c}}{{a}}$.",
+                r"By Vieta's formulas, $r + s = -\frac{b}{a}$ and $rs = \frac{c}{a}$.",
                 "I don't need the roots themselves: Vieta's formulas give their sum "
-                rf"$-\frac{{b}}{{a}}$ and product $\frac{{c}}{{a}}$.",
+                r"$-\frac{b}{a}$ and product $\frac{c}{a}$.",
             ),
             f"Here $a = {lead}$, $b = {b}$, and $c = {c}$, "
             f"so $r + s = {tex(total)}$ and $rs = {tex(product)}$.",
@@ -258,13 +266,11 @@ def _quadratic_roots(rng: Random) -> DemoProblem:
         else:
             answer = s.calc(total / product)
             steps += [
-                rf"Combining the fractions, $\frac{{1}}{{r}} + \frac{{1}}{{s}} = "
-                rf"\frac{{r + s}}{{rs}}$.",
+                r"Combining the fractions, $\frac{1}{r} + \frac{1}{s} = "
+                r"\frac{r + s}{rs}$.",
                 rf"So $\frac{{1}}{{r}} + \frac{{1}}{{s}} = {_quotient(total, product, answer)}$.",
             ]
-        steps.append(
-            s.say(f"The answer is ${tex(answer)}$.", f"So the value is ${tex(answer)}$.")
-        )
+        steps.append(s.say(f"The answer is ${tex(answer)}$.", f"So the value is ${tex(answer)}$."))
         return steps, answer
 
     target = "$r^2 + s^2$" if ask_squares else r"$\frac{1}{r} + \frac{1}{s}$"
@@ -402,6 +408,12 @@ def _product_remainder(rng: Random) -> DemoProblem:
         rb, reduce_b = reduce(s, b)
         product = s.calc(ra * rb)
         remainder = s.calc(product % m)
+        if 0 <= product < m:
+            reason = rf"Since $0 \le {tex(product)} < {m}$"
+        else:
+            reason = (
+                rf"Since ${tex(product)} = {m} \cdot {_factor(product // m)} + {tex(remainder)}$"
+            )
         return [
             s.say(
                 f"Instead of multiplying the large numbers, I can reduce each one modulo ${m}$.",
@@ -411,8 +423,7 @@ def _product_remainder(rng: Random) -> DemoProblem:
             reduce_b,
             rf"So ${a} \cdot {b} \equiv {_factor(ra)} \cdot {_factor(rb)} = {tex(product)} "
             rf"\pmod{{{m}}}$.",
-            rf"Since ${tex(product)} = {m} \cdot {_factor(product // m)} + {tex(remainder)}$, "
-            f"the remainder is ${tex(remainder)}$.",
+            f"{reason}, the remainder is ${tex(remainder)}$.",
             s.say(f"The answer is ${tex(remainder)}$.", f"So the remainder is ${tex(remainder)}$."),
         ], remainder
 
@@ -423,7 +434,9 @@ def _product_remainder(rng: Random) -> DemoProblem:
         )
     )
     params = {"a": a, "b": b, "m": m}
-    return DemoProblem("product_remainder", "Number Theory", 2 if m <= 9 else 3, text, params, solve)
+    return DemoProblem(
+        "product_remainder", "Number Theory", 2 if m <= 9 else 3, text, params, solve
+    )
 
 
 def _two_marbles(rng: Random) -> DemoProblem:
@@ -492,7 +505,7 @@ def draw_problem(number: int) -> DemoProblem:
     return FAMILIES[number % len(FAMILIES)](Random(number))
 
 
-def unique_id(number: int, problem: DemoProblem) -> str:
+def _unique_id(number: int, problem: DemoProblem) -> str:
     return f"demo/{SUBJECT_SLUGS[problem.subject]}/{number}.json"
 
 
@@ -503,14 +516,15 @@ def _finish(steps: list[str], answer: Fraction) -> list[str]:
 
 def _record(number: int, problem: DemoProblem) -> dict[str, object]:
     steps, answer = problem.solve(Scratch())
-    solution = " ".join(steps) + rf" The answer is $\boxed{{{tex(answer)}}}$."
+    # The boxed answer takes the place of the model's closing restatement.
+    solution = " ".join(steps[:-1]) + rf" The answer is $\boxed{{{tex(answer)}}}$."
     return {
         "problem": problem.text,
         "solution": solution,
         "answer": tex(answer),
         "subject": problem.subject,
         "level": problem.level,
-        "unique_id": unique_id(number, problem),
+        "unique_id": _unique_id(number, problem),
     }
 
 
@@ -538,7 +552,7 @@ def demo_problems(seed: int = 0, count: int = 24) -> list[dict[str, object]]:
 
 
 def _slip(rng: Random, computed: int) -> Slip:
-    # Sign errors are rarer than arithmetic slips, as they are in real model output.
+    # Dropped signs are rarer than arithmetic slips, as they are in real model output.
     delta = 0 if rng.random() < 0.25 else rng.choice((-10, -2, -1, 1, 2, 10))
     return Slip(rng.randrange(computed), delta)
 
@@ -559,18 +573,31 @@ def _detour(rng: Random) -> str:
 
 
 def _attempt(problem: DemoProblem, kind: str, rng: Random, computed: int) -> Worked | None:
-    """One solution of the given kind, or None where a drawn slip happens to do no harm."""
-    correct = problem.solve(Scratch())[1]
+    """One solution of the given kind, or None where its slip divided by zero."""
     slip = _slip(rng, computed) if kind == "wrong" else None
     try:
         steps, answer = problem.solve(Scratch(rng, slip))
-    except ZeroDivisionError:  # a slip that turned a divisor into zero
-        return None
-    if kind == "wrong" and answer == correct:
+    except ZeroDivisionError:
         return None
     if kind == "flawed":
         steps.insert(rng.randrange(1, len(steps)), _detour(rng))
     return _finish(steps, answer), answer
+
+
+def _fresh_solution(
+    problem: DemoProblem, kind: str, rng: Random, seen: set[tuple[str, ...]]
+) -> Worked:
+    """A solution of the given kind whose steps are not among those already written."""
+    scratch = Scratch()
+    correct = problem.solve(scratch)[1]
+    for _ in range(_ATTEMPTS):
+        worked = _attempt(problem, kind, rng, scratch.computed)
+        # A slip can leave the answer right (a sign error on zero, say): draw another.
+        if worked is None or (kind == "wrong") == (worked[1] == correct):
+            continue
+        if tuple(worked[0]) not in seen:
+            return worked
+    raise RuntimeError(f"cannot write another distinct {kind} solution for: {problem.text}")
 
 
 _SCORE_MEANS = {"correct": 0.74, "flawed": 0.6, "wrong": 0.36}
@@ -595,18 +622,10 @@ def _problem_solutions(
         raise ValueError(f"{uid} is not the demo problem it names")
     # Seeded per problem, so a problem's solutions do not depend on the rest of the list.
     rng = Random(f"{seed}:{uid}")
-    scratch = Scratch()
-    problem.solve(scratch)
     solutions: list[dict[str, object]] = []
     seen: set[tuple[str, ...]] = set()
     for kind in _kinds(rng, per_problem):
-        for _ in range(_ATTEMPTS):
-            worked = _attempt(problem, kind, rng, scratch.computed)
-            if worked is not None and tuple(worked[0]) not in seen:
-                break
-        else:
-            raise RuntimeError(f"cannot write {per_problem} distinct solutions for {uid}")
-        steps, answer = worked
+        steps, answer = _fresh_solution(problem, kind, rng, seen)
         seen.add(tuple(steps))
         score = min(1.0, max(0.0, rng.gauss(_SCORE_MEANS[kind], 0.16)))
         solutions.append(

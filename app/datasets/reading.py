@@ -1,5 +1,6 @@
 """Reading JSONL input line by line, and reporting a bad line as ``FILE:LINE: message``."""
 
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -62,14 +63,24 @@ def read_files(paths: Iterable[str | Path]) -> Iterator[SourceLine]:
 
 def describe(error: ValidationError) -> str:
     """Pydantic's errors as ``field.path: message`` pairs, the first few only."""
+    first = error.errors()[0]
+    if first["type"] == "json_invalid":
+        return f"invalid JSON: {_json_position(str(first['ctx']['error']))}"
     parts = []
     for problem in error.errors()[:3]:
         location = ".".join(str(part) for part in problem["loc"] if part not in _UNION_TAGS)
-        parts.append(f"{location}: {problem['msg']}" if location else problem["msg"])
+        message = problem["msg"].removeprefix("Value error, ")
+        parts.append(f"{location}: {message}" if location else message)
     more = len(error.errors()) - 3
     if more > 0:
         parts.append(f"and {more} more")
     return "; ".join(parts)
+
+
+def _json_position(message: str) -> str:
+    # The parser counts lines inside the one line it was given; only the column helps.
+    message = re.sub(r" at line 1 column (\d+)$", r" at column \1", message)
+    return re.sub(r" at line \d+ column \d+$", " at the end of the line", message)
 
 
 # Tag names of discriminated unions: they show in error locations but are not fields.

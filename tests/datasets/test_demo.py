@@ -1,0 +1,235 @@
+"""The demo set: MATH-shaped problems and PRM800K-shaped solutions, checked independently."""
+
+import math
+import re
+from collections import Counter, defaultdict
+from fractions import Fraction
+
+import pytest
+
+from app.datasets.demo import (
+    FAMILIES,
+    GENERATOR,
+    SUBJECT_SLUGS,
+    demo_problems,
+    demo_solutions,
+    draw_problem,
+    problem_number,
+)
+
+Record = dict[str, object]
+ANSWER_SECTION = "\n\n# Answer\n\n"
+EXACT_NUMBER = re.compile(r"(-?)(?:(\d+)|\\frac\{(\d+)\}\{(\d+)\})")
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last ``\\boxed{...}``, matching braces so nested ones stay whole."""
+    start = text.rfind("\\boxed{")
+    if start == -1:
+        return None
+    depth = 0
+    for i in range(start + len("\\boxed"), len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start + len("\\boxed{") : i]
+    return None
+
+
+def exact_value(answer: str) -> Fraction:
+    """An answer written as an integer or a reduced ``\\frac``; anything else fails the test."""
+    match = EXACT_NUMBER.fullmatch(answer)
+    assert match is not None, f"not an exact number: {answer!r}"
+    sign, integer, numerator, denominator = match.groups()
+    if integer is not None:
+        value = Fraction(int(integer))
+    else:
+        assert int(denominator) > 1 and math.gcd(int(numerator), int(denominator)) == 1, answer
+        value = Fraction(int(numerator), int(denominator))
+    return -value if sign else value
+
+
+def balanced(text: str) -> bool:
+    """Braces nest and inline math closes (``\\$`` is a dollar sign, not a delimiter)."""
+    depth = 0
+    for char in text:
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if depth < 0:
+            return False
+    return depth == 0 and text.replace("\\$", "").count("$") % 2 == 0
+
+
+@pytest.fixture(scope="module")
+def problems() -> list[Record]:
+    return demo_problems()
+
+
+@pytest.fixture(scope="module")
+def solutions(problems: list[Record]) -> list[Record]:
+    return demo_solutions(problems)
+
+
+@pytest.fixture(scope="module")
+def answers(problems: list[Record]) -> dict[str, str]:
+    return {str(p["unique_id"]): str(p["answer"]) for p in problems}
+
+
+def test_same_seed_gives_the_same_set() -> None:
+    assert demo_problems(seed=7) == demo_problems(seed=7)
+    problems = demo_problems(seed=7)
+    assert demo_solutions(problems, seed=3) == demo_solutions(problems, seed=3)
+
+
+def test_different_seeds_give_different_sets(problems: list[Record]) -> None:
+    assert demo_problems(seed=1) != problems
+    assert demo_solutions(problems, seed=1) != demo_solutions(problems)
+
+
+def test_problems_have_the_math_split_shape(problems: list[Record]) -> None:
+    assert len(problems) == 24
+    for record in problems:
+        assert set(record) == {"problem", "solution", "answer", "subject", "level", "unique_id"}
+        assert record["subject"] in SUBJECT_SLUGS
+        level = record["level"]
+        assert isinstance(level, int) and 1 <= level <= 5
+        slug = SUBJECT_SLUGS[str(record["subject"])]
+        assert re.fullmatch(rf"demo/{slug}/\d+\.json", str(record["unique_id"]))
+
+
+def test_texts_and_ids_are_unique() -> None:
+    problems = demo_problems(seed=5, count=200)
+    assert len({p["problem"] for p in problems}) == 200
+    assert len({p["unique_id"] for p in problems}) == 200
+
+
+def test_every_family_and_subject_appears(problems: list[Record]) -> None:
+    families = {draw_problem(problem_number(str(p["unique_id"]))).family for p in problems}
+    assert len(families) == len(FAMILIES)
+    assert {p["subject"] for p in problems} == set(SUBJECT_SLUGS)
+
+
+def test_answer_is_the_last_boxed_content(problems: list[Record]) -> None:
+    for record in problems:
+        assert last_boxed(str(record["solution"])) == record["answer"]
+        exact_value(str(record["answer"]))
+
+
+def test_latex_is_balanced(problems: list[Record], solutions: list[Record]) -> None:
+    texts = [str(p[key]) for p in problems for key in ("problem", "solution")]
+    texts += [step for s in solutions for step in steps_of(s)]
+    assert all(balanced(text) for text in texts)
+
+
+def steps_of(solution: Record) -> list[str]:
+    steps = solution["steps"]
+    assert isinstance(steps, list)
+    return [str(step) for step in steps]
+
+
+def test_solutions_have_the_prm800k_shape(problems: list[Record], solutions: list[Record]) -> None:
+    assert len(solutions) == 4 * len(problems)
+    for solution in solutions:
+        steps = steps_of(solution)
+        assert 3 <= len(steps) <= 8
+        assert all(step.strip() for step in steps)
+        assert not any(ANSWER_SECTION in step for step in steps[:-1])
+        assert steps[-1].endswith(ANSWER_SECTION + str(solution["answer"]))
+        assert steps[-1].split(ANSWER_SECTION)[0].strip()
+        assert solution["generator"] == GENERATOR
+        score = solution["score"]
+        assert isinstance(score, float) and 0 <= score <= 1
+        exact_value(str(solution["answer"]))
+
+
+def test_solutions_of_a_problem_are_distinct(solutions: list[Record]) -> None:
+    by_problem: defaultdict[object, list[tuple[str, ...]]] = defaultdict(list)
+    for solution in solutions:
+        by_problem[solution["unique_id"]].append(tuple(steps_of(solution)))
+    for step_lists in by_problem.values():
+        assert len(set(step_lists)) == len(step_lists)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_about_half_the_answers_are_wrong(seed: int) -> None:
+    problems = demo_problems(seed=seed)
+    answers = {p["unique_id"]: exact_value(str(p["answer"])) for p in problems}
+    solutions = demo_solutions(problems, seed=seed, per_problem=5)
+    wrong = [s for s in solutions if exact_value(str(s["answer"])) != answers[s["unique_id"]]]
+    assert 0.3 <= len(wrong) / len(solutions) <= 0.7
+
+
+def test_each_problem_has_right_and_wrong_solutions(
+    solutions: list[Record], answers: dict[str, str]
+) -> None:
+    # Compared as numbers, so a wrong answer is never a right one written differently.
+    wrong = Counter(
+        s["unique_id"]
+        for s in solutions
+        if exact_value(str(s["answer"])) != exact_value(answers[str(s["unique_id"])])
+    )
+    assert set(wrong.values()) == {2}
+    assert len(wrong) == len(answers)
+
+
+def test_correct_solutions_score_higher_on_average(
+    solutions: list[Record], answers: dict[str, str]
+) -> None:
+    scores: defaultdict[bool, list[float]] = defaultdict(list)
+    for s in solutions:
+        score = s["score"]
+        assert isinstance(score, float)
+        scores[s["answer"] == answers[str(s["unique_id"])]].append(score)
+    assert sum(scores[True]) / len(scores[True]) > sum(scores[False]) / len(scores[False])
+
+
+def test_linear_equation_answers_satisfy_the_equation(
+    solutions: list[Record], answers: dict[str, str]
+) -> None:
+    checked = 0
+    for problem in demo_problems(seed=2, count=60):
+        drawn = draw_problem(problem_number(str(problem["unique_id"])))
+        if drawn.family != "linear_equation":
+            continue
+        a, b, c = drawn.params["a"], drawn.params["b"], drawn.params["c"]
+        assert f"{a}x" in drawn.text and f"= {c}$" in drawn.text
+        assert a * exact_value(str(problem["answer"])) + b == c
+        checked += 1
+    assert checked > 0
+
+
+def test_wrong_linear_answers_do_not_satisfy_the_equation() -> None:
+    problems = demo_problems(seed=4, count=45)
+    truth = {p["unique_id"]: str(p["answer"]) for p in problems}
+    for solution in demo_solutions(problems, seed=4):
+        drawn = draw_problem(problem_number(str(solution["unique_id"])))
+        if drawn.family != "linear_equation" or solution["answer"] == truth[solution["unique_id"]]:
+            continue
+        a, b, c = drawn.params["a"], drawn.params["b"], drawn.params["c"]
+        assert a * exact_value(str(solution["answer"])) + b != c
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_many_distinct_solutions_per_problem(seed: int) -> None:
+    problems = demo_problems(seed=seed, count=18)
+    solutions = demo_solutions(problems, seed=seed, per_problem=8)
+    assert len({tuple(steps_of(s)) for s in solutions}) == len(solutions) == 8 * 18
+
+
+def test_solutions_do_not_depend_on_the_rest_of_the_list(problems: list[Record]) -> None:
+    alone = demo_solutions(problems[3:4])
+    assert alone == [s for s in demo_solutions(problems) if s["unique_id"] == alone[0]["unique_id"]]
+
+
+def test_rejects_problems_it_did_not_draw(problems: list[Record]) -> None:
+    edited = {**problems[0], "problem": "What is $1 + 1$?"}
+    with pytest.raises(ValueError, match="not the demo problem"):
+        demo_solutions([edited])
+    with pytest.raises(ValueError, match="not a demo unique_id"):
+        demo_solutions([{**problems[0], "unique_id": "test/algebra/1.json"}])
+
+
+def test_rejects_bad_sizes(problems: list[Record]) -> None:
+    assert demo_problems(count=0) == []
+    with pytest.raises(ValueError):
+        demo_problems(count=-1)
+    with pytest.raises(ValueError):
+        demo_solutions(problems, per_problem=0)
