@@ -7,12 +7,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.templating import Jinja2Templates
-from sqlalchemy import func, select, text
+from sqlalchemy import ScalarSelect, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
 from app.db import get_session
-from app.models import Label, Problem, Solution, StepCompletion, User
+from app.models import Base, Label, Problem, Solution, StepCompletion, User
 
 PROBLEMS_PER_PAGE = 25
 
@@ -68,7 +68,7 @@ class ProblemDetail:
 def totals(session: Session) -> Totals:
     """Row counts of the main tables, in one statement."""
 
-    def count(model: Any) -> Any:
+    def count(model: type[Base]) -> ScalarSelect[int]:
         return select(func.count()).select_from(model).scalar_subquery()
 
     row = session.execute(

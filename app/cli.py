@@ -1,4 +1,4 @@
-"""The ``steplabel`` command line: migrate, import, export and seed the demo."""
+"""The steplabel command line: migrate, import, export and seed the demo."""
 
 import sys
 from collections.abc import Callable, Iterator
@@ -156,4 +156,3 @@ def main() -> None:
     except SettingsError as error:
         typer.echo(str(error), err=True)
         sys.exit(2)
-

@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, FileSystemLoader
 from starlette.exceptions import HTTPException
 
 from app import browse
@@ -49,7 +50,13 @@ async def http_error(request: Request, error: Exception) -> Response:
 
 def create_app() -> FastAPI:
     app = FastAPI(title="steplabel", lifespan=lifespan)
-    app.state.templates = Jinja2Templates(directory=TEMPLATES_DIR)
+    environment = Environment(
+        loader=FileSystemLoader(TEMPLATES_DIR),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    app.state.templates = Jinja2Templates(env=environment)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.add_exception_handler(HTTPException, http_error)
     app.include_router(browse.router)

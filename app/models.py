@@ -67,9 +67,7 @@ class User(Base):
     __table_args__ = (CheckConstraint("role IN ('labeler', 'admin')", name="role"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    uuid: Mapped[str] = mapped_column(
-        String(36), unique=True, default=lambda: str(uuid.uuid4())
-    )
+    uuid: Mapped[str] = mapped_column(String(36), unique=True, default=lambda: str(uuid.uuid4()))
     name: Mapped[str] = mapped_column(String(120), unique=True)
     role: Mapped[str] = mapped_column(String(16), default=Role.LABELER.value)
     password_hash: Mapped[str | None] = mapped_column(String(255))

@@ -27,19 +27,25 @@ SCREENING = 0.01
 QUALITY_CONTROL = 0.02
 START = datetime(2022, 7, 1, 9, 0, 0, 1)
 
+# fmt: off
 WORDS = (
-    "the so we have that is of to and this means then which gives a number sum product "
-    "roots equation value side angle term terms factor both sides by each since must be "
-    "can use find let call first second last remaining divide multiply subtract add "
-    "equal equals integer positive negative circle triangle area length probability ways "
-    "choose count digits prime divisor remainder when modulo function graph slope line "
-    "point coordinates square cube root solution answer check plug in simplify expand "
-    "notice recall formula case cases odd even greater less than at most least"
-).split()
-UNICODE_WORDS = ("≤", "π", "×", "→", "²", "√")
+    "the", "so", "we", "have", "that", "is", "of", "to", "and", "this", "means", "then",
+    "which", "gives", "a", "number", "sum", "product", "roots", "equation", "value", "side",
+    "angle", "term", "terms", "factor", "both", "sides", "by", "each", "since", "must", "be",
+    "can", "use", "find", "let", "call", "first", "second", "last", "remaining", "divide",
+    "multiply", "subtract", "add", "equal", "equals", "integer", "positive", "negative",
+    "circle", "triangle", "area", "length", "probability", "ways", "choose", "count", "digits",
+    "prime", "divisor", "remainder", "when", "modulo", "function", "graph", "slope", "line",
+    "point", "coordinates", "square", "cube", "root", "solution", "answer", "check", "plug",
+    "in", "simplify", "expand", "notice", "recall", "formula", "case", "cases", "odd", "even",
+    "greater", "less", "than", "at", "most", "least",
+)
+# fmt: on
+UNICODE_WORDS = ("≤", "π", "\u00d7", "→", "²", "√")
 PHASE2_FINISH = (("solution", 45), ("found_error", 48), ("give_up", 4), ("bad_problem", 3))
 PHASE1_FINISH = (("solution", 85), ("give_up", 10), ("bad_problem", 5))
-STEP_CLAUSES = ((2, 20), (3, 30), (4, 25), (5, 12), (6, 8), (7, 5))
+STEP_CLAUSES = ((2, 35), (3, 35), (4, 15), (5, 10), (6, 5))
+CLAUSE_LENGTH = range(30, 51)
 RATINGS = (1, 1, 1, 1, 1, 1, 1, 1, 0, 0)
 ALTERNATIVE_RATINGS = (1, 1, 1, 0, -1, -1, None)
 
@@ -101,12 +107,23 @@ class _Generator:
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
-        self.clauses = [_clause(self.rng) for _ in range(CLAUSE_POOL)]
-        self.labelers = [str(uuid.UUID(int=self.rng.getrandbits(128), version=4)) for _ in range(LABELERS)]
+        self.clauses = self._clause_pool()
+        self.labelers = [
+            str(uuid.UUID(int=self.rng.getrandbits(128), version=4)) for _ in range(LABELERS)
+        ]
         self.problems = [self._problem() for _ in range(PROBLEM_POOL)]
         self.screening = [self._screening_question(i) for i in range(SCREENING_QUESTIONS)]
         self.recent: dict[bool, list[Question]] = {True: [], False: []}
         self.clock = START
+
+    def _clause_pool(self) -> list[str]:
+        """Clauses of 30-50 characters, so that steps of 2-6 clauses are 60-300 long."""
+        clauses: list[str] = []
+        while len(clauses) < CLAUSE_POOL:
+            clause = _clause(self.rng)
+            if len(clause) in CLAUSE_LENGTH:
+                clauses.append(clause)
+        return clauses
 
     def text(self, clauses: int) -> str:
         return " ".join(self.rng.choices(self.clauses, k=clauses)) + "."
@@ -120,7 +137,8 @@ class _Generator:
         return Problem(self.text(self.rng.randint(3, 9)), solution, answer)
 
     def _solution_steps(self, answer: str) -> list[str]:
-        steps = [self.step() for _ in range(self.rng.randint(4, 24))]
+        count = int(self.rng.triangular(4, 25, 8))  # mostly short, up to 24 steps
+        steps = [self.step() for _ in range(count)]
         return [*steps, f"# Answer\n\n{answer}"]
 
     def _phase2_question(self, problem: Problem, generation: int | None) -> Question:
@@ -176,7 +194,9 @@ class _Generator:
             prm800k.completion_dict(self.step(), self.rng.choice(ALTERNATIVE_RATINGS), False)
             for _ in range(self.rng.randint(1, 4))
         ]
-        return prm800k.step_dict([prm800k.completion_dict(text, -1, None), *alternatives], None, None)
+        return prm800k.step_dict(
+            [prm800k.completion_dict(text, -1, None), *alternatives], None, None
+        )
 
     def phase2_steps(self, steps: list[str], finish: str) -> list[dict[str, Any]]:
         stop = {
@@ -217,28 +237,32 @@ class _Generator:
             texts = texts[: self.rng.randint(0, 1)]
         return [self._phase1_step(text) for text in texts]
 
-    def line(self) -> str:
+    def _next_question(self) -> Question:
         kind = self.rng.random()
         if kind < SCREENING:
-            question = self.rng.choice(self.screening)
-            labeler = self.rng.randrange(LABELERS)
-            question = Question(question.data, question.steps, -1, labeler)
-        else:
-            question = self.question(phase2=kind >= SCREENING + PHASE1)
+            screening = self.rng.choice(self.screening)
+            return Question(screening.data, screening.steps, -1, self.rng.randrange(LABELERS))
+        return self.question(phase2=kind >= SCREENING + PHASE1)
+
+    def _label(self, question: Question) -> tuple[str, list[dict[str, Any]]]:
+        """(finish reason, label steps) of one labeler's work on ``question``."""
         if question.steps is None:
             finish = _weighted(self.rng, PHASE1_FINISH)
-            steps = self.phase1_steps(question.data["ground_truth_answer"], finish)
-        else:
-            finish = _weighted(self.rng, PHASE2_FINISH)
-            steps = self.phase2_steps(question.steps, finish)
+            return finish, self.phase1_steps(question.data["ground_truth_answer"], finish)
+        finish = _weighted(self.rng, PHASE2_FINISH)
+        return finish, self.phase2_steps(question.steps, finish)
+
+    def line(self) -> str:
+        question = self._next_question()
+        finish, steps = self._label(question)
+        screening = question.generation == -1
         return prm800k.dumps(
             prm800k.record_dict(
                 labeler=self.labelers[question.labeler],
                 timestamp=self.timestamp(),
                 generation=question.generation,
-                is_quality_control=question.generation != -1
-                and self.rng.random() < QUALITY_CONTROL,
-                is_initial_screening=question.generation == -1,
+                is_quality_control=not screening and self.rng.random() < QUALITY_CONTROL,
+                is_initial_screening=screening,
                 question=question.data,
                 steps=steps,
                 total_time=self.rng.randint(15_000, 900_000),

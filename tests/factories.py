@@ -16,7 +16,11 @@ def step(
     human: dict[str, Any] | None = None,
     chosen: int | None = 0,
 ) -> dict[str, Any]:
-    return {"completions": list(completions), "human_completion": human, "chosen_completion": chosen}
+    return {
+        "completions": list(completions),
+        "human_completion": human,
+        "chosen_completion": chosen,
+    }
 
 
 def human_completion(text: str, **extra: Any) -> dict[str, Any]:
@@ -36,7 +40,9 @@ def phase2_question(
         "problem": problem,
         "ground_truth_solution": solution,
         "ground_truth_answer": answer,
-        "pre_generated_steps": steps if steps is not None else ["Add.", "$2+3=5$.\n\n# Answer\n\n5"],
+        "pre_generated_steps": steps
+        if steps is not None
+        else ["Add.", "$2+3=5$.\n\n# Answer\n\n5"],
         "pre_generated_answer": pre_generated_answer,
         "pre_generated_verifier_score": score,
     }
@@ -122,7 +128,11 @@ def _edge_cases() -> list[dict[str, Any]]:
                     human=human_completion("$3x=15$", corrected_rating=1),
                     chosen=None,
                 ),
-                step(completion("$x=5$", 0, False), completion("$x=5$\n\n# Answer\n\n5", 1, False), chosen=1),
+                step(
+                    completion("$x=5$", 0, False),
+                    completion("$x=5$\n\n# Answer\n\n5", 1, False),
+                    chosen=1,
+                ),
             ],
             generation=None,
             timestamp="2022-07-30T23:23:32.118856",
@@ -130,7 +140,11 @@ def _edge_cases() -> list[dict[str, Any]]:
         record(phase1_question("Is $\\pi > 3$?", None), [step(completion("Yes.", 1, True))]),
         record(
             phase2_question(
-                "Solve $a+b=3$.", ["$a=1$"], answer=None, solution=None, pre_generated_answer=None,
+                "Solve $a+b=3$.",
+                ["$a=1$"],
+                answer=None,
+                solution=None,
+                pre_generated_answer=None,
                 score=None,
             ),
             [step(completion("$a=1$", 1))],
@@ -139,8 +153,12 @@ def _edge_cases() -> list[dict[str, Any]]:
         ),
         record(
             phase2_question(
-                "Ünïcödé: what is $\\sqrt{4}$ — “two”?", ["√4 = 2 ✓\n\n# Answer\n\n2"], answer="2",
-                solution="√4 = 2", pre_generated_answer="2", score=1e-05,
+                "Ünïcödé: what is $\\sqrt{4}$ — “two”?",
+                ["√4 = 2 ✓\n\n# Answer\n\n2"],
+                answer="2",
+                solution="√4 = 2",
+                pre_generated_answer="2",
+                score=1e-05,
             ),
             [step(completion("√4 = 2 ✓\n\n# Answer\n\n2", 1, True))],
             qc=True,

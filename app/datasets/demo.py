@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from random import Random
+from typing import Literal
 
 GENERATOR = "steplabel-demo"
 MAX_SOLUTIONS_PER_PROBLEM = 8
@@ -29,6 +30,8 @@ SUBJECT_SLUGS = {
 _UNIQUE_ID = re.compile(r"demo/([a-z_]+)/(\d+)\.json")
 _ATTEMPTS = 100
 
+Kind = Literal["correct", "flawed", "wrong"]
+"""Correct; correct with one irrelevant or false-but-unused step; or with a planted slip."""
 Worked = tuple[list[str], Fraction]
 """The steps of a worked solution and the final value they arrive at."""
 
@@ -356,8 +359,8 @@ def _missing_number(rng: Random) -> DemoProblem:
 
 
 def _rectangle_area(rng: Random) -> DemoProblem:
-    width = rng.randint(2, 15)
-    extra = rng.randint(1, 9)
+    width = rng.randint(2, 25)
+    extra = rng.randint(1, 12)
     perimeter = 2 * (2 * width + extra)
 
     def solve(s: Scratch) -> Worked:
@@ -387,7 +390,7 @@ def _rectangle_area(rng: Random) -> DemoProblem:
         f"is ${perimeter}$. What is the area of the rectangle?"
     )
     params = {"extra": extra, "perimeter": perimeter}
-    return DemoProblem("rectangle_area", "Geometry", 2 if width < 8 else 3, text, params, solve)
+    return DemoProblem("rectangle_area", "Geometry", 2 if width < 12 else 3, text, params, solve)
 
 
 def _product_remainder(rng: Random) -> DemoProblem:
@@ -572,7 +575,7 @@ def _detour(rng: Random) -> str:
     )
 
 
-def _attempt(problem: DemoProblem, kind: str, rng: Random, computed: int) -> Worked | None:
+def _attempt(problem: DemoProblem, kind: Kind, rng: Random, computed: int) -> Worked | None:
     """One solution of the given kind, or None where its slip divided by zero."""
     slip = _slip(rng, computed) if kind == "wrong" else None
     try:
@@ -585,30 +588,32 @@ def _attempt(problem: DemoProblem, kind: str, rng: Random, computed: int) -> Wor
 
 
 def _fresh_solution(
-    problem: DemoProblem, kind: str, rng: Random, seen: set[tuple[str, ...]]
+    problem: DemoProblem, kind: Kind, rng: Random, seen: set[tuple[str, ...]]
 ) -> Worked:
     """A solution of the given kind whose steps are not among those already written."""
     scratch = Scratch()
     correct = problem.solve(scratch)[1]
     for _ in range(_ATTEMPTS):
         worked = _attempt(problem, kind, rng, scratch.computed)
-        # A slip can leave the answer right (a sign error on zero, say): draw another.
-        if worked is None or (kind == "wrong") == (worked[1] == correct):
+        # A slip can leave the answer right (abs of a positive value, a remainder that
+        # absorbs it): such a draw, or a correct-kind one that came out wrong, is redrawn.
+        if worked is None or (worked[1] != correct) != (kind == "wrong"):
             continue
         if tuple(worked[0]) not in seen:
             return worked
     raise RuntimeError(f"cannot write another distinct {kind} solution for: {problem.text}")
 
 
-_SCORE_MEANS = {"correct": 0.74, "flawed": 0.6, "wrong": 0.36}
+_SCORE_MEANS: dict[Kind, float] = {"correct": 0.74, "flawed": 0.6, "wrong": 0.36}
 
 
-def _kinds(rng: Random, per_problem: int) -> list[str]:
+def _kinds(rng: Random, per_problem: int) -> list[Kind]:
     """About half wrong, the rest correct, one of them sometimes with a flawed step."""
     wrong = per_problem // 2 + (per_problem % 2 == 1 and rng.random() < 0.5)
     rest = per_problem - wrong
     flawed = 1 if rest >= 2 and rng.random() < 0.5 else 0
-    kinds = ["wrong"] * wrong + ["flawed"] * flawed + ["correct"] * (rest - flawed)
+    counts: dict[Kind, int] = {"wrong": wrong, "flawed": flawed, "correct": rest - flawed}
+    kinds = [kind for kind, n in counts.items() for _ in range(n)]
     rng.shuffle(kinds)
     return kinds
 

@@ -27,13 +27,9 @@ class SeedReport:
         if not self.passwords:
             return "demo already seeded: nothing to do"
         users = "\n".join(
-            f"  {name:<8} {role:<8} password: {password}"
-            for name, role, password in self.passwords
+            f"  {name:<8} {role:<8} password: {password}" for name, role, password in self.passwords
         )
-        return (
-            f"demo seeded: {self.problems} problems, {self.solutions} solutions\n"
-            f"users:\n{users}"
-        )
+        return f"demo seeded: {self.problems} problems, {self.solutions} solutions\nusers:\n{users}"
 
 
 def _lines(name: str, rows: list[dict[str, object]]) -> Iterator[SourceLine]:

@@ -19,6 +19,9 @@ from app.models import Label, LabelStep, Problem, Solution, StepCompletion, User
 CHUNK_SIZE = 1000
 
 
+AnySelect = Select[*tuple[Any, ...]]
+
+
 @dataclass(frozen=True)
 class ExportFilter:
     """Which labels to export; empty lists mean "all"."""
@@ -30,15 +33,13 @@ class ExportFilter:
     include_quality_control: bool = True
     include_screening: bool = True
 
-    def apply(self, query: Select[Any]) -> Select[Any]:
+    def apply(self, query: AnySelect) -> AnySelect:
         if self.generations:
             query = query.where(Label.generation.in_(self.generations))
         if self.since is not None:
             query = query.where(Label.timestamp >= self.since)
         if self.labelers:
-            query = query.where(
-                or_(User.uuid.in_(self.labelers), User.name.in_(self.labelers))
-            )
+            query = query.where(or_(User.uuid.in_(self.labelers), User.name.in_(self.labelers)))
         if not self.include_quality_control:
             query = query.where(Label.is_quality_control.is_(False))
         if not self.include_screening:
@@ -134,9 +135,7 @@ def _steps_by_label(session: Session, label_ids: list[int]) -> dict[int, list[di
 
 def _record(label: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
     pre_generated = (
-        None
-        if label.solution_id is None
-        else (label.steps, label.answer, label.verifier_score)
+        None if label.solution_id is None else (label.steps, label.answer, label.verifier_score)
     )
     return prm800k.record_dict(
         labeler=label.uuid,

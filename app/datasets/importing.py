@@ -19,8 +19,15 @@ from app import prm800k
 from app.answers import final_answer, last_boxed, split_steps
 from app.datasets import keys
 from app.datasets.reading import ImportLineError, SourceLine, batched, describe
-from app.datasets.store import LABELS, ConflictError, ProblemSpec, SolutionSpec, Store
-from app.models import LabelStep, StepCompletion
+from app.datasets.store import (
+    LABEL_STEPS,
+    LABELS,
+    STEP_COMPLETIONS,
+    ConflictError,
+    ProblemSpec,
+    SolutionSpec,
+    Store,
+)
 
 BATCH_SIZE = 1000
 T = TypeVar("T")
@@ -203,9 +210,9 @@ def _insert_labels(
         step_rows.extend(prm800k.step_rows(record, label_id))
         completion_rows.extend(prm800k.completion_rows(record, label_id))
     if step_rows:
-        session.execute(insert(LabelStep.__table__), step_rows)
+        session.execute(insert(LABEL_STEPS), step_rows)
     if completion_rows:
-        session.execute(insert(StepCompletion.__table__), completion_rows)
+        session.execute(insert(STEP_COMPLETIONS), completion_rows)
 
 
 # MATH problems
@@ -374,8 +381,8 @@ def _solution_problem_ids(store: Store, solutions: list[SolutionLine]) -> list[i
         if solution.unique_id is not None and solution.unique_id not in by_source:
             raise ConflictError(i, f"no problem has unique_id {solution.unique_id!r}")
     by_text = iter(
-        store.problem_ids_by_text([s.problem for s in solutions if s.unique_id is None and s.problem])
+        store.problem_ids_by_text(
+            [s.problem for s in solutions if s.unique_id is None and s.problem]
+        )
     )
-    return [
-        by_source[s.unique_id] if s.unique_id is not None else next(by_text) for s in solutions
-    ]
+    return [by_source[s.unique_id] if s.unique_id is not None else next(by_text) for s in solutions]

@@ -13,12 +13,14 @@ from sqlalchemy import Table, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.datasets import keys
-from app.models import Label, Problem, Role, Solution, User
+from app.models import Label, LabelStep, Problem, Role, Solution, StepCompletion, User
 
 PROBLEMS: Table = Problem.__table__  # type: ignore[assignment]
 SOLUTIONS: Table = Solution.__table__  # type: ignore[assignment]
 USERS: Table = User.__table__  # type: ignore[assignment]
 LABELS: Table = Label.__table__  # type: ignore[assignment]
+LABEL_STEPS: Table = LabelStep.__table__  # type: ignore[assignment]
+STEP_COMPLETIONS: Table = StepCompletion.__table__  # type: ignore[assignment]
 
 
 class ConflictError(ValueError):
@@ -192,9 +194,7 @@ class Store:
                 .order_by(PROBLEMS.c.id)
             ).all()
             for row in rows:
-                self._problem_by_text_answer.setdefault(
-                    (row.text, row.ground_truth_answer), row.id
-                )
+                self._problem_by_text_answer.setdefault((row.text, row.ground_truth_answer), row.id)
         unmatched = {
             i: spec
             for i, spec in specs.items()
@@ -219,9 +219,7 @@ class Store:
         for row in rows:
             found.setdefault(row.text, row.id)
         missing = [ProblemSpec(text, None) for text in dict.fromkeys(texts) if text not in found]
-        found.update(
-            zip([spec.text for spec in missing], self.problem_ids(missing), strict=True)
-        )
+        found.update(zip([spec.text for spec in missing], self.problem_ids(missing), strict=True))
         return [found[text] for text in texts]
 
     def problem_ids_by_source_id(self, source_ids: set[str]) -> dict[str, int]:

@@ -35,14 +35,22 @@ def good_lines(count: int) -> list[str]:
     [
         ('{"labeler": "e90a38f3-3135-4465-87af-3e6322e3d772", "timestamp": \n', "invalid JSON"),
         ("[1, 2]\n", "Input should be an object"),
-        (factories.line({**factories.record(), "labeler": "nobody"}), "labeler: String should match"),
-        (factories.line(factories.record(finish_reason="done")), "label.finish_reason: Input should be"),
+        (
+            factories.line({**factories.record(), "labeler": "nobody"}),
+            "labeler: String should match",
+        ),
+        (
+            factories.line(factories.record(finish_reason="done")),
+            "label.finish_reason: Input should be",
+        ),
         (
             factories.line(factories.record(steps=[factories.step(factories.completion("x", 2))])),
             "label.steps.0.completions.0.rating: Input should be less than or equal to 1",
         ),
         (
-            factories.line(factories.record(steps=[factories.step(factories.completion("x"), chosen=3)])),
+            factories.line(
+                factories.record(steps=[factories.step(factories.completion("x"), chosen=3)])
+            ),
             "chosen_completion 3 is out of range",
         ),
         (
@@ -99,7 +107,9 @@ def test_missing_file_is_reported(tmp_path: Path, engine: Engine) -> None:
     assert "nope.jsonl: cannot open: No such file or directory" in result.stderr
 
 
-def test_blank_lines_are_ignored_but_counted_in_line_numbers(tmp_path: Path, engine: Engine) -> None:
+def test_blank_lines_are_ignored_but_counted_in_line_numbers(
+    tmp_path: Path, engine: Engine
+) -> None:
     path = write_lines(tmp_path / "labels.jsonl", [good_lines(1)[0], "\n", "   \n", "{}\n"])
     result = runner.invoke(cli, ["import", "prm800k", str(path)])
     assert f"{path}:4: " in result.stderr

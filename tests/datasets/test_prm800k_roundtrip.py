@@ -20,7 +20,9 @@ def import_text(session: Session, text: str, name: str = "input.jsonl") -> None:
     import_prm800k(session, read_jsonl(name, io.BytesIO(text.encode())))
 
 
-def export_text(session: Session, label_filter: ExportFilter | None = None, fmt: str = "prm800k") -> str:
+def export_text(
+    session: Session, label_filter: ExportFilter | None = None, fmt: str = "prm800k"
+) -> str:
     out = io.StringIO()
     write_export(session, out, label_filter or ExportFilter(), fmt)
     return out.getvalue()
@@ -144,7 +146,9 @@ def test_export_streams_in_chunks(session: Session, monkeypatch: pytest.MonkeyPa
     records = iter_records(session, ExportFilter())
     first = next(records)
     # Only the first chunk has been read: a later label deleted now is not exported.
-    session.execute(Label.__table__.delete().where(Label.id == session.scalar(select(func.max(Label.id)))))
+    session.execute(
+        Label.__table__.delete().where(Label.id == session.scalar(select(func.max(Label.id))))
+    )
     rest = list(records)
     assert first["labeler"] == factories.LABELER_A
     assert len(rest) == len(edge_case_text().splitlines()) - 2

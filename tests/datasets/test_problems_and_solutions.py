@@ -38,7 +38,9 @@ def test_split_and_hendrycks_formats(session: Session) -> None:
         "solution": "We get $\\boxed{2}$.",
     }
     unknown_level = {**hendrycks, "problem": "Other?", "level": "Level ?"}
-    summary = import_problems(session, read_jsonl("p", lines(split_problem(), hendrycks, unknown_level)))
+    summary = import_problems(
+        session, read_jsonl("p", lines(split_problem(), hendrycks, unknown_level))
+    )
     assert summary.added == 3
     rows = {p.text: p for p in session.scalars(select(Problem))}
     split = rows["What is $1+1$?"]
@@ -88,14 +90,20 @@ def test_real_math_files(session: Session, shared_data: Path) -> None:
     stored = session.scalars(select(Problem).where(Problem.source_id == first["unique_id"])).one()
     assert (stored.text, stored.ground_truth_answer) == (first["problem"], first["answer"])
     for row in map(json.loads, hendrycks.read_text().splitlines()[:50]):
-        answers = session.scalars(select(Problem.ground_truth_answer).where(Problem.text == row["problem"]))
+        answers = session.scalars(
+            select(Problem.ground_truth_answer).where(Problem.text == row["problem"])
+        )
         assert last_boxed(row["solution"]) in answers.all()
 
 
 def test_solutions_by_unique_id_text_and_steps(session: Session) -> None:
     import_problems(session, read_jsonl("p", lines(split_problem(1), split_problem(2))))
     rows = [
-        {"unique_id": "test/prealgebra/1.json", "steps": ["$1+1=2$.\n\n# Answer\n\n2"], "score": 0.9},
+        {
+            "unique_id": "test/prealgebra/1.json",
+            "steps": ["$1+1=2$.\n\n# Answer\n\n2"],
+            "score": 0.9,
+        },
         {
             "problem": "What is $2+2$?",
             "solution": "Add them.\n\n$2+2=5$.\n\n# Answer\n\n5\n",
@@ -119,7 +127,10 @@ def test_solutions_by_unique_id_text_and_steps(session: Session) -> None:
 @pytest.mark.parametrize(
     ("row", "message"),
     [
-        ({"unique_id": "test/none.json", "steps": ["a"]}, "no problem has unique_id 'test/none.json'"),
+        (
+            {"unique_id": "test/none.json", "steps": ["a"]},
+            "no problem has unique_id 'test/none.json'",
+        ),
         ({"steps": ["a"]}, "give the problem"),
         ({"problem": "p", "steps": ["a"], "solution": "a"}, "give exactly one of"),
         ({"problem": "p", "steps": ["a", " "]}, "empty step"),

@@ -1,0 +1,127 @@
+"""The command line, end to end on a migrated database."""
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session
+from typer.testing import CliRunner
+
+from app import prm800k
+from app.cli import cli
+from app.models import Label, LabelStep, Problem, Role, Solution, StepCompletion, User
+from app.users import verify_password
+from tests import factories
+
+runner = CliRunner()
+
+
+def test_import_then_export_to_file_and_stdout(tmp_path: Path, engine: Engine) -> None:
+    source = tmp_path / "labels.jsonl"
+    source.write_text("".join(factories.line(r) for r in factories.edge_case_records()))
+    imported = runner.invoke(cli, ["import", "prm800k", str(source)])
+    assert imported.exit_code == 0, imported.output
+    assert "10 labels added" in imported.stdout
+
+    target = tmp_path / "out" / "export.jsonl"
+    exported = runner.invoke(cli, ["export", "--format", "prm800k", "--output", str(target)])
+    assert exported.exit_code == 0, exported.output
+    assert target.read_bytes() == source.read_bytes()
+    assert "wrote 10 lines" in exported.stderr and str(target) in exported.stderr
+
+    to_stdout = runner.invoke(cli, ["export", "-o", "-", "--generation", "-1"])
+    assert to_stdout.exit_code == 0
+    lines = to_stdout.stdout.splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["is_initial_screening_question"] is True
+
+    trl = runner.invoke(cli, ["export", "--format", "trl", "-o", "-", "--exclude-screening"])
+    rows = [json.loads(line) for line in trl.stdout.splitlines()]
+    assert rows and all(set(row) == {"prompt", "completions", "labels"} for row in rows)
+    assert all(len(row["completions"]) == len(row["labels"]) for row in rows)
+
+
+def test_unknown_format_is_refused(engine: Engine) -> None:
+    result = runner.invoke(cli, ["export", "--format", "csv", "-o", "-"])
+    assert result.exit_code == 2
+    assert "--format must be one of prm800k, trl" in result.stderr
+
+
+def test_seed_demo_creates_users_and_data_once(
+    tmp_path: Path, engine: Engine, session: Session
+) -> None:
+    credentials = tmp_path / "creds.txt"
+    first = runner.invoke(cli, ["seed-demo", "--credentials", str(credentials)])
+    assert first.exit_code == 0, first.output
+    rows = [line.split("\t") for line in credentials.read_text().splitlines()[1:]]
+    assert [(name, role) for name, role, _ in rows] == [
+        ("admin", "admin"),
+        ("alice", "labeler"),
+        ("bob", "labeler"),
+    ]
+    assert credentials.stat().st_mode & 0o777 == 0o600
+    for name, _, password in rows:
+        assert password in first.stdout
+        user = session.scalars(select(User).where(User.name == name)).one()
+        assert user.is_active and verify_password(user.password_hash, password)
+    problems = session.scalar(select(func.count()).select_from(Problem))
+    solutions = session.scalar(select(func.count()).select_from(Solution))
+    assert problems and solutions and solutions > problems
+    assert f"{problems} problems, {solutions} solutions" in first.stdout
+
+    second = runner.invoke(cli, ["seed-demo", "--credentials", str(credentials)])
+    assert second.exit_code == 0 and "already seeded" in second.stdout
+    assert session.scalar(select(func.count()).select_from(Solution)) == solutions
+
+
+def test_labels_made_in_the_app_export_through_the_same_code(
+    engine: Engine, tmp_path: Path
+) -> None:
+    runner.invoke(cli, ["seed-demo", "--credentials", str(tmp_path / "creds.txt")])
+    with Session(engine) as session:
+        labeler_uuid = _label_first_demo_solution(session)
+    result = runner.invoke(cli, ["export", "-o", "-"])
+    record = prm800k.parse_line(result.stdout.splitlines()[0])
+    with Session(engine) as session:
+        solution = session.scalars(select(Solution).order_by(Solution.id)).first()
+        assert solution is not None
+        assert record.labeler == labeler_uuid
+        assert isinstance(record.question, prm800k.Phase2Question)
+        assert record.question.pre_generated_steps == solution.steps
+        assert record.question.pre_generated_answer == solution.answer
+        assert record.question.problem == solution.problem.text
+    assert record.timestamp == datetime(2026, 11, 22, 9, 30, 0, 123456)
+    assert [s.completions[0].rating for s in record.label.steps] == [1, -1]
+    assert record.label.steps[1].chosen_completion is None
+    assert record.label.finish_reason == "found_error"
+
+
+def _label_first_demo_solution(session: Session) -> str:
+    """Store a label as the labeling pages will, with ORM objects; returns the labeler UUID."""
+    solution = session.scalars(select(Solution).order_by(Solution.id)).first()
+    assert solution is not None and solution.steps
+    labeler = session.scalars(select(User).where(User.role == Role.LABELER.value)).first()
+    assert labeler is not None
+    label = Label(
+        dedupe_key="app-label-1",
+        labeler_id=labeler.id,
+        problem_id=solution.problem_id,
+        solution_id=solution.id,
+        timestamp=datetime(2026, 11, 22, 9, 30, 0, 123456),
+        generation=0,
+        total_time=61234,
+        finish_reason="found_error",
+        steps=[
+            LabelStep(
+                step_index=index,
+                chosen_completion=None if index == 1 else 0,
+                completions=[
+                    StepCompletion(completion_index=0, text=text, rating=-1 if index else 1)
+                ],
+            )
+            for index, text in enumerate(solution.steps[:2])
+        ],
+    )
+    session.add(label)
+    session.commit()
+    return labeler.uuid
