@@ -1,0 +1,297 @@
+"""Import a synthetic PRM800K file, export it again, and compare with ``json.dumps``.
+
+    .venv/bin/python -m bench.export_import --lines 100000 --databases sqlite,postgres
+
+For each database: a fresh schema (Alembic), then the import and the export, each timed in
+a fresh process so that its peak memory is its own. The export must give back the input
+byte for byte. The floor is the time ``json.dumps`` alone takes to write the same lines.
+MB is 10^6 bytes; peak memory is the growth of ``ru_maxrss`` over the phase (MiB).
+"""
+
+import argparse
+import filecmp
+import json
+import multiprocessing
+import resource
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import create_engine, make_url, text
+
+from app import schema
+from app.datasets.export import ExportFilter, write_export
+from app.datasets.importing import import_prm800k
+from app.datasets.reading import batched, read_files
+from app.db import make_engine, transaction
+from bench.synthetic_prm800k import synthetic_lines
+
+DATABASES = ("sqlite", "postgres")
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+MAX_EXPORT_OVER_FLOOR = 3.0
+MIN_EXPORT_LINES_PER_S = 10_000
+MIN_IMPORT_LINES_PER_S = 3_000
+FLOOR_CHUNK = 1_000
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One timed phase: seconds, the growth of peak memory, and what it reported."""
+
+    seconds: float
+    peak_bytes: int
+    summary: str
+
+
+@dataclass(frozen=True)
+class DatabaseResult:
+    database: str
+    imported: Measure
+    exported: Measure
+    identical: bool
+
+
+# The phases, each run in a fresh process.
+
+
+def _import(url: str, source: Path) -> str:
+    engine = make_engine(url)
+    try:
+        with transaction(engine) as session:
+            return import_prm800k(session, read_files([source])).describe()
+    finally:
+        engine.dispose()
+
+
+def _export(url: str, target: Path) -> str:
+    engine = make_engine(url)
+    try:
+        with transaction(engine) as session, target.open("w", encoding="utf-8", newline="") as out:
+            return write_export(session, out, ExportFilter()).describe()
+    finally:
+        engine.dispose()
+
+
+def _measured(phase: Callable[[str, Path], str], url: str, path: Path) -> Measure:
+    # ru_maxrss is in KiB on Linux; the baseline is taken after every import has loaded.
+    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    summary = phase(url, path)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return Measure(seconds, (peak - baseline) * 1024, summary)
+
+
+def in_fresh_process(phase: Callable[[str, Path], str], url: str, path: Path) -> Measure:
+    """Run ``phase`` in a newly spawned interpreter and return its measure."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(_measured, phase, url, path).result()
+
+
+# Input, floor and databases
+
+
+def write_synthetic(path: Path, count: int) -> float:
+    """Write ``count`` synthetic lines to ``path``; returns the seconds it took."""
+    start = time.perf_counter()
+    with path.open("w", encoding="utf-8", newline="") as out:
+        for line in synthetic_lines(count):
+            out.write(line)
+            out.write("\n")
+    return time.perf_counter() - start
+
+
+def dumps_floor(path: Path) -> float:
+    """Seconds ``json.dumps`` takes to serialize every line of ``path`` (decoding untimed)."""
+    total = 0.0
+    with path.open("rb") as lines:
+        for chunk in batched(lines, FLOOR_CHUNK):
+            records = [json.loads(line) for line in chunk]
+            start = time.perf_counter()
+            for record in records:
+                json.dumps(record)
+            total += time.perf_counter() - start
+    return total
+
+
+@contextmanager
+def fresh_database(kind: str, postgres_url: str, workdir: Path) -> Iterator[str]:
+    """The URL of an empty database, removed afterwards."""
+    if kind == "sqlite":
+        path = workdir / "bench.sqlite3"
+        try:
+            yield f"sqlite:///{path}"
+        finally:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return
+    name = f"steplabel_bench_{secrets.token_hex(4)}"
+    server = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with server.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with server.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        server.dispose()
+
+
+def bench_database(kind: str, postgres_url: str, source: Path, workdir: Path) -> DatabaseResult:
+    exported_path = workdir / f"export-{kind}.jsonl"
+    with fresh_database(kind, postgres_url, workdir) as url:
+        schema.upgrade(url)
+        imported = in_fresh_process(_import, url, source)
+        print(f"{kind} import: {imported.summary}", flush=True)
+        exported = in_fresh_process(_export, url, exported_path)
+        print(f"{kind} export: {exported.summary}", flush=True)
+    identical = filecmp.cmp(source, exported_path, shallow=False)
+    exported_path.unlink()
+    return DatabaseResult(kind, imported, exported, identical)
+
+
+# Report
+
+
+def _row(cells: tuple[object, ...]) -> str:
+    widths = (9, 7, 8, 9, 9, 7, 9, 8, 8)
+    return "  ".join(f"{cell!s:>{width}}" for cell, width in zip(cells, widths, strict=True))
+
+
+def _phase_row(
+    database: str, phase: str, measure: Measure, lines: int, size: int, extra: tuple[str, str]
+) -> str:
+    return _row(
+        (
+            database,
+            phase,
+            f"{lines:,}",
+            f"{measure.seconds:.2f}",
+            f"{lines / measure.seconds:,.0f}",
+            f"{size / 1e6 / measure.seconds:.1f}",
+            f"{measure.peak_bytes / 2**20:.0f}",
+            *extra,
+        )
+    )
+
+
+def report_table(results: list[DatabaseResult], floor: float, lines: int, size: int) -> None:
+    print()
+    print(
+        _row(
+            (
+                "database",
+                "phase",
+                "lines",
+                "seconds",
+                "lines/s",
+                "MB/s",
+                "peak MiB",
+                "x floor",
+                "check",
+            )
+        )
+    )
+    floor_measure = Measure(floor, 0, "")
+    print(_phase_row("python", "dumps", floor_measure, lines, size, ("1.0x", "-")))
+    for result in results:
+        check = "OK" if result.identical else "MISMATCH"
+        print(_phase_row(result.database, "import", result.imported, lines, size, ("-", "-")))
+        over = f"{result.exported.seconds / floor:.1f}x"
+        print(_phase_row(result.database, "export", result.exported, lines, size, (over, check)))
+
+
+def report_targets(results: list[DatabaseResult], floor: float, lines: int) -> None:
+    print()
+    for result in results:
+        export_rate = lines / result.exported.seconds
+        import_rate = lines / result.imported.seconds
+        over = result.exported.seconds / floor
+        _target(
+            result.database,
+            f"export <= {MAX_EXPORT_OVER_FLOOR:.0f}x json.dumps floor",
+            f"{over:.1f}x",
+            over <= MAX_EXPORT_OVER_FLOOR,
+        )
+        _target(
+            result.database,
+            f"export >= {MIN_EXPORT_LINES_PER_S:,} lines/s",
+            f"{export_rate:,.0f}",
+            export_rate >= MIN_EXPORT_LINES_PER_S,
+        )
+        _target(
+            result.database,
+            f"import >= {MIN_IMPORT_LINES_PER_S:,} lines/s",
+            f"{import_rate:,.0f}",
+            import_rate >= MIN_IMPORT_LINES_PER_S,
+        )
+
+
+def _target(database: str, target: str, value: str, met: bool) -> None:
+    print(f"{database:<9} {target:<32} {value:>9}  {'met' if met else 'MISSED'}")
+
+
+# Command line
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=100_000, help="synthetic lines to write")
+    parser.add_argument(
+        "--databases",
+        type=_database_list,
+        default=list(DATABASES),
+        help="comma-separated: sqlite, postgres (default both)",
+    )
+    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL, help="server to use")
+    parser.add_argument("--workdir", type=Path, help="where files go (default: a temp dir)")
+    return parser.parse_args(argv)
+
+
+def _database_list(value: str) -> list[str]:
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(DATABASES))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"choose from {', '.join(DATABASES)}, got {value!r}")
+    return names
+
+
+@contextmanager
+def working_directory(path: Path | None) -> Iterator[Path]:
+    """``path`` (kept afterwards), or a temporary directory (removed)."""
+    if path is not None:
+        path.mkdir(parents=True, exist_ok=True)
+        yield path
+        return
+    temporary = Path(tempfile.mkdtemp(prefix="steplabel-bench-"))
+    try:
+        yield temporary
+    finally:
+        shutil.rmtree(temporary)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    with working_directory(args.workdir) as workdir:
+        source = workdir / "synthetic_prm800k.jsonl"
+        seconds = write_synthetic(source, args.lines)
+        size = source.stat().st_size
+        print(f"wrote {args.lines:,} lines, {size / 1e6:.1f} MB in {seconds:.1f} s: {source}")
+        floor = dumps_floor(source)
+        results = [
+            bench_database(kind, args.postgres_url, source, workdir) for kind in args.databases
+        ]
+    report_table(results, floor, args.lines, size)
+    report_targets(results, floor, args.lines)
+    return 0 if all(result.identical for result in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
