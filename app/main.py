@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException
 from app import browse
 from app.config import get_settings
 from app.db import dispose_engines
+from app.templating import render, wants_fragment
 
 ROOT = Path(__file__).resolve().parent.parent
 STATIC_DIR = ROOT / "static"
@@ -40,10 +41,8 @@ async def http_error(request: Request, error: Exception) -> Response:
         "title": HTTPStatus(error.status_code).phrase,
         "message": error.detail,
     }
-    block = "error" if browse.wants_fragment(request) else None
-    response = browse.render(
-        request, "error.html", context, block=block, status_code=error.status_code
-    )
+    block = "error" if wants_fragment(request) else None
+    response = render(request, "error.html", context, block=block, status_code=error.status_code)
     response.headers.update(error.headers or {})
     return response
 
