@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, TextIO
 
 import typer
+from sqlalchemy.exc import IntegrityError
 
 from app import schema
 from app.config import SettingsError, get_settings
@@ -15,7 +16,7 @@ from app.datasets import importing
 from app.datasets.demo_seed import SeedReport, seed
 from app.datasets.export import EXPORT_FORMATS, ExportFilter, write_export
 from app.datasets.reading import ImportLineError, read_files
-from app.db import transaction
+from app.db import get_engine, transaction
 
 cli = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
 import_cli = typer.Typer(help="Import JSONL files; each command is one transaction.")
@@ -45,6 +46,13 @@ def _database_name() -> str:
     return make_url(get_settings().database_url).render_as_string(hide_password=True)
 
 
+def _require_current_schema() -> None:
+    try:
+        schema.check_current(get_engine())
+    except schema.SchemaOutOfDate as error:
+        _fail(str(error), 2)
+
+
 ImportFunction = Callable[..., importing.ImportSummary]
 
 
@@ -52,6 +60,7 @@ def _run_import(function: ImportFunction, files: list[Path], skip_invalid: bool)
     def report(error: ImportLineError) -> None:
         typer.echo(f"{error} (skipped)", err=True)
 
+    _require_current_schema()
     try:
         with transaction() as session:
             summary = function(
@@ -59,6 +68,11 @@ def _run_import(function: ImportFunction, files: list[Path], skip_invalid: bool)
             )
     except ImportLineError as error:
         _fail(f"{error}\nnothing was imported")
+    except IntegrityError:
+        _fail(
+            "another import added the same rows at the same time; nothing was imported.\n"
+            "Run this import again: it skips what is already there."
+        )
     typer.echo(summary.describe())
 
 
@@ -123,6 +137,7 @@ def export(
         include_quality_control=include_qc,
         include_screening=include_screening,
     )
+    _require_current_schema()
     with transaction() as session, _output(output) as stream:
         summary = write_export(session, stream, label_filter, export_format)
     where = "standard output" if output == "-" else output
@@ -136,6 +151,7 @@ def seed_demo(
     ] = Path("demo-credentials.txt"),
 ) -> None:
     """Create demo users (printing their passwords) and demo problems to label, once."""
+    _require_current_schema()
     with transaction() as session:
         report = seed(session)
     _print_seed_report(report, credentials)

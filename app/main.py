@@ -12,9 +12,9 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader
 from starlette.exceptions import HTTPException
 
-from app import browse
+from app import browse, schema
 from app.config import get_settings
-from app.db import dispose_engines
+from app.db import dispose_engines, get_engine
 from app.templating import render, wants_fragment
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,6 +25,7 @@ TEMPLATES_DIR = ROOT / "templates"
 @asynccontextmanager
 async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
     get_settings()  # a bad setting stops the server at start, naming the variable
+    schema.check_current(get_engine())
     yield
     dispose_engines()
 

@@ -1,13 +1,26 @@
-"""Apply the Alembic migrations from code (the CLI and the tests)."""
+"""Apply the Alembic migrations from code, and check that a database is up to date."""
 
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine
 
 from app.db import make_engine
 
 ALEMBIC_INI = Path(__file__).resolve().parent.parent / "alembic.ini"
+
+
+class SchemaOutOfDate(RuntimeError):
+    """The database has not been migrated to the code's schema."""
+
+
+def _config() -> Config:
+    config = Config(str(ALEMBIC_INI))
+    config.attributes["configure_logger"] = False
+    return config
 
 
 def _run(url: str, action: str, revision: str) -> None:
@@ -15,9 +28,8 @@ def _run(url: str, action: str, revision: str) -> None:
     engine = make_engine(url)
     try:
         with engine.begin() as connection:
-            config = Config(str(ALEMBIC_INI))
+            config = _config()
             config.attributes["connection"] = connection
-            config.attributes["configure_logger"] = False
             getattr(command, action)(config, revision)
     finally:
         engine.dispose()
@@ -29,3 +41,15 @@ def upgrade(url: str, revision: str = "head") -> None:
 
 def downgrade(url: str, revision: str = "base") -> None:
     _run(url, "downgrade", revision)
+
+
+def check_current(engine: Engine) -> None:
+    """Raise SchemaOutOfDate unless the database is at the newest migration."""
+    head = ScriptDirectory.from_config(_config()).get_current_head()
+    with engine.connect() as connection:
+        current = MigrationContext.configure(connection).get_current_revision()
+    if current != head:
+        state = "has no steplabel schema" if current is None else f"is at revision {current}"
+        raise SchemaOutOfDate(
+            f"the database {state}, the code needs {head}: run `steplabel migrate` (make migrate)"
+        )

@@ -4,6 +4,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
@@ -125,3 +126,18 @@ def _label_first_demo_solution(session: Session) -> str:
     session.add(label)
     session.commit()
     return labeler.uuid
+
+
+def test_commands_on_an_unmigrated_database_say_to_migrate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEPLABEL_DATABASE_URL", f"sqlite:///{tmp_path / 'empty.db'}")
+    source = tmp_path / "labels.jsonl"
+    source.write_text(factories.line(factories.record()))
+    for args in (["import", "prm800k", str(source)], ["export", "-o", "-"], ["seed-demo"]):
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 2
+        assert "has no steplabel schema" in result.stderr
+        assert "steplabel migrate" in result.stderr
+    assert runner.invoke(cli, ["migrate"]).exit_code == 0
+    assert runner.invoke(cli, ["import", "prm800k", str(source)]).exit_code == 0
