@@ -25,6 +25,7 @@ from sqlalchemy import (
     SmallInteger,
     String,
     Text,
+    UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -55,6 +56,19 @@ class Role(enum.StrEnum):
     ADMIN = "admin"
 
 
+class QueueState(enum.StrEnum):
+    NOT_QUEUED = "not_queued"
+    """Not for labeling (for example, solutions that came with imported labels)."""
+    OPEN = "open"
+    """Waiting for labelers: fewer completed labels than its overlap asks for."""
+    FULL = "full"
+    """Labeled by as many labelers as its overlap asks for."""
+
+
+SCREENING_GENERATION = -1
+"""PRM800K's generation for the initial screening questions new labelers answer first."""
+
+
 class FinishReason(enum.StrEnum):
     FOUND_ERROR = "found_error"
     SOLUTION = "solution"
@@ -72,6 +86,10 @@ class User(Base):
     role: Mapped[str] = mapped_column(String(16), default=Role.LABELER.value)
     password_hash: Mapped[str | None] = mapped_column(String(255))
     is_active: Mapped[bool] = mapped_column(Boolean, default=True)
+    is_approved: Mapped[bool] = mapped_column(Boolean, default=False)
+    """Past screening: regular tasks are open to this labeler."""
+    session_version: Mapped[int] = mapped_column(Integer, default=0)
+    """Bumped to end every session of this user (password reset, deactivation)."""
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
 
 
@@ -103,7 +121,11 @@ class Solution(Base):
     """A model-written solution, split into steps, waiting to be (or already) labeled."""
 
     __tablename__ = "solutions"
-    __table_args__ = (Index("ix_solutions_generation_id", "generation", "id"),)
+    __table_args__ = (
+        CheckConstraint("queue_state IN ('not_queued', 'open', 'full')", name="queue_state"),
+        # The labeling queue: open solutions by generation, then queue order.
+        Index("ix_solutions_queue", "queue_state", "generation", "id"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     content_key: Mapped[str] = mapped_column(String(64), unique=True)
@@ -115,6 +137,12 @@ class Solution(Base):
     source_id: Mapped[str | None] = mapped_column(String(255), index=True)
     generation: Mapped[int | None] = mapped_column(Integer)
     """The active-learning generation that queued this solution for labeling."""
+    alternatives: Mapped[list[list[str]] | None] = mapped_column(NullableJSON)
+    """Per step, other candidate completions a labeler rates beside (or instead of) it."""
+    queue_state: Mapped[str] = mapped_column(String(16), default=QueueState.NOT_QUEUED.value)
+    overlap: Mapped[int | None] = mapped_column(Integer)
+    """Distinct labelers wanted for this solution; null means the project's setting."""
+    completed_count: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
 
     problem: Mapped[Problem] = relationship(back_populates="solutions")
@@ -146,6 +174,8 @@ class Label(Base):
     total_time: Mapped[int | None] = mapped_column(BigInteger)
     """Milliseconds spent on the task."""
     finish_reason: Mapped[str | None] = mapped_column(String(16))
+    note: Mapped[str | None] = mapped_column(Text)
+    """The labeler's reason for a bad problem or for giving up (not part of PRM800K)."""
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
 
     steps: Mapped[list["LabelStep"]] = relationship(
@@ -191,3 +221,62 @@ class StepCompletion(Base):
     text: Mapped[str] = mapped_column(Text)
     rating: Mapped[int | None] = mapped_column(SmallInteger)
     flagged: Mapped[bool | None] = mapped_column(Boolean)
+
+
+class Assignment(Base):
+    """A task leased to a labeler: one solution to label before ``expires_at``.
+
+    Regular tasks take one of the solution's ``overlap`` slots; the unique (solution, slot)
+    pair makes it impossible, on any database, to hand out more slots than the overlap.
+    Quality-control and screening tasks go to every labeler and take no slot.
+    """
+
+    __tablename__ = "assignments"
+    __table_args__ = (
+        UniqueConstraint("solution_id", "labeler_id"),
+        UniqueConstraint("solution_id", "slot"),
+        Index("ix_assignments_labeler_id_completed_at", "labeler_id", "completed_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    solution_id: Mapped[int] = mapped_column(ForeignKey("solutions.id"))
+    labeler_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    slot: Mapped[int | None] = mapped_column(Integer)
+    leased_at: Mapped[datetime] = mapped_column(DateTime)
+    expires_at: Mapped[datetime] = mapped_column(DateTime)
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime)
+    label_id: Mapped[int | None] = mapped_column(ForeignKey("labels.id"), unique=True)
+
+    solution: Mapped[Solution] = relationship()
+
+
+class GoldLabel(Base):
+    """Marks a solution as a quality-control question, with the label taken as correct."""
+
+    __tablename__ = "gold_labels"
+
+    solution_id: Mapped[int] = mapped_column(ForeignKey("solutions.id"), primary_key=True)
+    label_id: Mapped[int] = mapped_column(ForeignKey("labels.id"), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
+
+
+class ProjectSetting(Base):
+    """A project-wide value admins change at run time (guidelines, QC rate, ...)."""
+
+    __tablename__ = "project_settings"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[Any] = mapped_column(JSON)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now, onupdate=utc_now)
+
+
+class LoginFailure(Base):
+    """A failed login, kept for a while to rate-limit password guessing."""
+
+    __tablename__ = "login_failures"
+    __table_args__ = (Index("ix_login_failures_name_at", "name", "at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(120))
+    address: Mapped[str] = mapped_column(String(64), index=True)
+    at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
