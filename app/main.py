@@ -1,5 +1,6 @@
 """The web application: routers, static files, templates and the error pages."""
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from http import HTTPStatus
@@ -10,6 +11,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader
+from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException
 
 from app import browse, schema
@@ -17,6 +19,7 @@ from app.config import get_settings
 from app.db import dispose_engines, get_engine
 from app.templating import render, wants_fragment
 
+logger = logging.getLogger("steplabel")
 ROOT = Path(__file__).resolve().parent.parent
 STATIC_DIR = ROOT / "static"
 TEMPLATES_DIR = ROOT / "templates"
@@ -25,7 +28,11 @@ TEMPLATES_DIR = ROOT / "templates"
 @asynccontextmanager
 async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
     get_settings()  # a bad setting stops the server at start, naming the variable
-    schema.check_current(get_engine())
+    try:
+        schema.check_current(get_engine())
+    except OperationalError as error:
+        # The database may come up after the app; /healthz reports it until then.
+        logger.warning("database unreachable at start: %s", error.orig)
     yield
     dispose_engines()
 

@@ -16,6 +16,7 @@ from app import browse
 from app.db import dispose_engines, transaction
 from app.main import create_app
 from app.models import Label, LabelStep, Problem, Solution, StepCompletion, User
+from app.schema import SchemaOutOfDate
 
 SCRIPT_PROBLEM = "Is <script>alert(1)</script> a formula? Compute $\\frac{1}{2} + x$."
 
@@ -240,10 +241,24 @@ def test_healthz_reports_an_unreachable_database(
 
 
 def test_static_files_do_not_depend_on_the_working_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_url: str
 ) -> None:
     monkeypatch.chdir(tmp_path)
     with TestClient(create_app()) as client:
         response = client.get("/static/css/app.css")
     assert response.status_code == 200
     assert "system-ui" in response.text
+
+
+def test_app_refuses_to_start_on_an_unmigrated_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEPLABEL_DATABASE_URL", f"sqlite:///{tmp_path}/empty.db")
+    try:
+        with (
+            pytest.raises(SchemaOutOfDate, match="run `steplabel migrate`"),
+            TestClient(create_app()),
+        ):
+            pass
+    finally:
+        dispose_engines()

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-22 04:46:02.056901
+Create Date: 2026-11-22 04:46:18.387476
 """
 
 from collections.abc import Sequence
@@ -165,8 +165,10 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_assignments")),
         sa.UniqueConstraint("label_id", name=op.f("uq_assignments_label_id")),
-        sa.UniqueConstraint("solution_id", "labeler_id", name=op.f("uq_assignments_solution_id")),
-        sa.UniqueConstraint("solution_id", "slot", name=op.f("uq_assignments_solution_id")),
+        sa.UniqueConstraint(
+            "solution_id", "labeler_id", name=op.f("uq_assignments_solution_id_labeler_id")
+        ),
+        sa.UniqueConstraint("solution_id", "slot", name=op.f("uq_assignments_solution_id_slot")),
     )
     with op.batch_alter_table("assignments", schema=None) as batch_op:
         batch_op.create_index(
