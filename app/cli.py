@@ -4,6 +4,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Annotated, TextIO
 
@@ -89,9 +90,22 @@ def import_problems(files: Files, skip_invalid: SkipInvalid = False) -> None:
 
 
 @import_cli.command("solutions")
-def import_solutions(files: Files, skip_invalid: SkipInvalid = False) -> None:
+def import_solutions(
+    files: Files,
+    skip_invalid: SkipInvalid = False,
+    generation: Annotated[
+        int, typer.Option(help="The generation new solutions are queued in (-1: screening).")
+    ] = 0,
+    queue: Annotated[
+        bool, typer.Option("--queue/--no-queue", help="Put new solutions in the labeling queue.")
+    ] = True,
+) -> None:
     """Model solutions to label: {problem|unique_id, steps|solution, answer?, score?, ...}."""
-    _run_import(importing.import_solutions, files, skip_invalid)
+    _run_import(
+        partial(importing.import_solutions, generation=generation, queue=queue),
+        files,
+        skip_invalid,
+    )
 
 
 @contextmanager

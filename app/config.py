@@ -1,8 +1,10 @@
 """Settings, read from the environment (prefix ``STEPLABEL_``) or a ``.env`` file."""
 
+import secrets
 from functools import lru_cache
+from pathlib import Path
 
-from pydantic import ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "STEPLABEL_"
@@ -21,6 +23,23 @@ class Settings(BaseSettings):
 
     sql_echo: bool = False
     """Log every SQL statement (debugging)."""
+
+    secret_key: str | None = Field(default=None, min_length=32)
+    """Signs session cookies. Unset: a random key kept in ``secret_key_file``."""
+
+    secret_key_file: Path = Path("steplabel-secret.key")
+
+    secure_cookies: bool = False
+    """Send the session cookie over HTTPS only (set it behind TLS)."""
+
+    lease_minutes: int = Field(default=30, ge=1, le=24 * 60)
+    """How long a task stays with a labeler before it returns to the queue."""
+
+    overlap: int = Field(default=1, ge=1, le=100)
+    """Distinct labelers per solution, unless a solution sets its own."""
+
+    qc_rate: float = Field(default=0.05, ge=0.0, le=1.0)
+    """Share of tasks that are quality-control questions, while any are left."""
 
     @field_validator("database_url")
     @classmethod
@@ -50,3 +69,14 @@ def get_settings() -> Settings:
         return Settings()
     except ValidationError as error:
         raise SettingsError(f"invalid settings: {describe_validation_error(error)}") from None
+
+
+def session_secret(settings: Settings) -> str:
+    """The cookie-signing key: the setting, else one made once and kept in a file."""
+    if settings.secret_key:
+        return settings.secret_key
+    path = settings.secret_key_file
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(48))
+        path.chmod(0o600)
+    return path.read_text().strip()

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import get_settings
@@ -21,6 +21,15 @@ def _enable_sqlite_features(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+    # Let SQLAlchemy, not the driver, open transactions (see _begin_immediate).
+    dbapi_connection.isolation_level = None
+
+
+def _begin_immediate(connection: Connection) -> None:
+    # A deferred transaction that reads, then writes, fails at once with "database is
+    # locked" when another writer got in between; taking the write lock up front makes
+    # concurrent requests wait their turn instead (SQLite's busy timeout).
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def make_engine(url: str, *, echo: bool = False) -> Engine:
@@ -30,6 +39,7 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
             url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30}
         )
         event.listen(engine, "connect", _enable_sqlite_features)
+        event.listen(engine, "begin", _begin_immediate)
         return engine
     return create_engine(url, echo=echo, pool_pre_ping=True)
 

@@ -31,11 +31,22 @@ def new_password() -> str:
     return "-".join("".join(secrets.choice(alphabet) for _ in range(4)) for _ in range(4))
 
 
-def create_user(session: Session, name: str, role: Role, password: str) -> User:
-    """A new active user; raises ValueError if the name is taken."""
+def create_user(
+    session: Session, name: str, role: Role, password: str, *, approved: bool = False
+) -> User:
+    """A new active user; raises ValueError if the name is taken.
+
+    Labelers start unapproved: they get the screening questions until an admin approves
+    them. Admins need no approval.
+    """
     if session.scalar(select(User.id).where(User.name == name)) is not None:
         raise ValueError(f"a user named {name!r} already exists")
-    user = User(name=name, role=role.value, password_hash=hash_password(password))
+    user = User(
+        name=name,
+        role=role.value,
+        password_hash=hash_password(password),
+        is_approved=approved or role == Role.ADMIN,
+    )
     session.add(user)
     session.flush()
     return user

@@ -48,9 +48,7 @@ def test_unknown_format_is_refused(engine: Engine) -> None:
     assert "--format must be one of prm800k, trl" in result.stderr
 
 
-def test_seed_demo_creates_users_and_data_once(
-    tmp_path: Path, engine: Engine, session: Session
-) -> None:
+def test_seed_demo_creates_users_and_data_once(tmp_path: Path, engine: Engine) -> None:
     credentials = tmp_path / "creds.txt"
     first = runner.invoke(cli, ["seed-demo", "--credentials", str(credentials)])
     assert first.exit_code == 0, first.output
@@ -61,18 +59,21 @@ def test_seed_demo_creates_users_and_data_once(
         ("bob", "labeler"),
     ]
     assert credentials.stat().st_mode & 0o777 == 0o600
-    for name, _, password in rows:
-        assert password in first.stdout
-        user = session.scalars(select(User).where(User.name == name)).one()
-        assert user.is_active and verify_password(user.password_hash, password)
-    problems = session.scalar(select(func.count()).select_from(Problem))
-    solutions = session.scalar(select(func.count()).select_from(Solution))
+    with Session(engine) as session:
+        for name, _, password in rows:
+            assert password in first.stdout
+            user = session.scalars(select(User).where(User.name == name)).one()
+            assert user.is_active and user.is_approved
+            assert verify_password(user.password_hash, password)
+        problems = session.scalar(select(func.count()).select_from(Problem))
+        solutions = session.scalar(select(func.count()).select_from(Solution))
     assert problems and solutions and solutions > problems
     assert f"{problems} problems, {solutions} solutions" in first.stdout
 
     second = runner.invoke(cli, ["seed-demo", "--credentials", str(credentials)])
     assert second.exit_code == 0 and "already seeded" in second.stdout
-    assert session.scalar(select(func.count()).select_from(Solution)) == solutions
+    with Session(engine) as session:
+        assert session.scalar(select(func.count()).select_from(Solution)) == solutions
 
 
 def test_labels_made_in_the_app_export_through_the_same_code(

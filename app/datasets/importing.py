@@ -28,6 +28,7 @@ from app.datasets.store import (
     SolutionSpec,
     Store,
 )
+from app.models import QueueState
 
 BATCH_SIZE = 1000
 T = TypeVar("T")
@@ -339,8 +340,15 @@ def import_solutions(
     *,
     skip_invalid: bool = False,
     on_invalid: ErrorHandler | None = None,
+    generation: int = 0,
+    queue: bool = True,
 ) -> ImportSummary:
-    """Import model solutions to be labeled (including ProcessBench lines)."""
+    """Import model solutions to be labeled (including ProcessBench lines).
+
+    New solutions join the labeling queue in ``generation`` unless ``queue`` is False;
+    solutions already stored keep their place.
+    """
+    queue_state = QueueState.OPEN if queue else QueueState.NOT_QUEUED
     store = Store(session)
     summary = ImportSummary("solutions", created=store.created)
 
@@ -359,6 +367,8 @@ def import_solutions(
                 item.value.score,
                 generator=item.value.generator,
                 source_id=None if item.value.id is None else str(item.value.id),
+                generation=generation,
+                queue_state=queue_state,
             )
             for item, problem_id in zip(batch, problem_ids, strict=True)
         ]

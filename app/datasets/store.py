@@ -13,7 +13,16 @@ from sqlalchemy import Table, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.datasets import keys
-from app.models import Label, LabelStep, Problem, Role, Solution, StepCompletion, User
+from app.models import (
+    Label,
+    LabelStep,
+    Problem,
+    QueueState,
+    Role,
+    Solution,
+    StepCompletion,
+    User,
+)
 
 PROBLEMS: Table = Problem.__table__  # type: ignore[assignment]
 SOLUTIONS: Table = Solution.__table__  # type: ignore[assignment]
@@ -61,6 +70,7 @@ class SolutionSpec:
     generator: str | None = None
     source_id: str | None = None
     generation: int | None = None
+    queue_state: QueueState = QueueState.NOT_QUEUED
 
     @property
     def content_key(self) -> str:
@@ -251,6 +261,7 @@ class Store:
                 "generator": spec.generator,
                 "source_id": spec.source_id,
                 "generation": spec.generation,
+                "queue_state": spec.queue_state.value,
             }
             for key, spec in new.items()
         ]
