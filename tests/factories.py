@@ -1,7 +1,13 @@
 """Small typed builders of test data: PRM800K lines and their parts."""
 
+import itertools
 import json
 from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.models import Problem, QueueState, Role, Solution, User
+from app.users import hash_password
 
 LABELER_A = "e90a38f3-3135-4465-87af-3e6322e3d772"
 LABELER_B = "cc88bf76-df08-4041-be67-3464279cb3b1"
@@ -169,3 +175,59 @@ def _edge_cases() -> list[dict[str, Any]]:
             total_time=0,
         ),
     ]
+
+
+# Database rows
+
+
+PASSWORD = "correct horse battery"
+_PASSWORD_HASH = hash_password(PASSWORD)  # argon2 is slow on purpose: hash once
+
+
+def make_user(
+    session: Session, name: str, *, role: Role = Role.LABELER, approved: bool = True
+) -> User:
+    """An active user whose password is PASSWORD."""
+    user = User(name=name, role=role.value, password_hash=_PASSWORD_HASH, is_approved=approved)
+    session.add(user)
+    session.flush()
+    return user
+
+
+_problem_counter = itertools.count(1)
+
+
+def make_solution(
+    session: Session,
+    steps: list[str] | None = None,
+    *,
+    generation: int | None = 0,
+    queue_state: QueueState = QueueState.OPEN,
+    overlap: int | None = None,
+    alternatives: list[list[str]] | None = None,
+    problem_text: str | None = None,
+) -> Solution:
+    """A queued solution of a fresh problem."""
+    n = next(_problem_counter)
+    text = problem_text or f"What is ${n} + {n}$?"
+    problem = Problem(
+        content_key=f"problem-{n}-{id(session)}",
+        text_key=f"text-{n}",
+        text=text,
+        ground_truth_answer=str(2 * n),
+    )
+    session.add(problem)
+    session.flush()
+    solution = Solution(
+        content_key=f"solution-{n}-{id(session)}",
+        problem_id=problem.id,
+        steps=steps or [f"Add ${n}$ and ${n}$.", f"So it is ${2 * n}$.\n\n# Answer\n\n{2 * n}"],
+        answer=str(2 * n),
+        generation=generation,
+        queue_state=queue_state.value,
+        overlap=overlap,
+        alternatives=alternatives,
+    )
+    session.add(solution)
+    session.flush()
+    return solution

@@ -1,0 +1,130 @@
+"""Logins, signed session cookies, CSRF tokens, and the user dependencies routes rely on.
+
+The session cookie (Starlette's SessionMiddleware, signed with the project's secret) holds
+the user's id, their ``session_version`` and a CSRF token. Deactivating a user or bumping
+their version ends every session they have at the next request.
+"""
+
+import hmac
+import secrets
+from datetime import datetime, timedelta
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from sqlalchemy import delete, func, or_, select
+from sqlalchemy.orm import Session
+
+from app.db import get_session
+from app.models import LoginFailure, Role, User, utc_now
+from app.users import hash_password, verify_password
+
+CSRF_HEADER = "X-CSRF-Token"
+CSRF_FIELD = "csrf_token"
+UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+
+THROTTLE_WINDOW = timedelta(minutes=15)
+MAX_FAILURES_PER_NAME = 5
+MAX_FAILURES_PER_ADDRESS = 20
+
+
+class LoginThrottled(Exception):
+    """Too many failed logins for this name or address; try again later."""
+
+
+def authenticate(
+    session: Session, name: str, password: str, address: str, now: datetime | None = None
+) -> User | None:
+    """The active user with this name and password, else None (and the failure is kept)."""
+    now = now or utc_now()
+    since = now - THROTTLE_WINDOW
+    session.execute(delete(LoginFailure).where(LoginFailure.at < since))
+    by_name, by_address = session.execute(
+        select(
+            func.count().filter(LoginFailure.name == name),
+            func.count().filter(LoginFailure.address == address),
+        ).where(
+            LoginFailure.at >= since,
+            or_(LoginFailure.name == name, LoginFailure.address == address),
+        )
+    ).one()
+    if by_name >= MAX_FAILURES_PER_NAME or by_address >= MAX_FAILURES_PER_ADDRESS:
+        raise LoginThrottled
+    user = session.scalar(select(User).where(User.name == name, User.is_active.is_(True)))
+    # Hash even for unknown names so that timing does not tell which names exist.
+    hash_to_check = user.password_hash if user else _DUMMY_HASH
+    if verify_password(hash_to_check, password) and user is not None:
+        return user
+    session.add(LoginFailure(name=name, address=address, at=now))
+    return None
+
+
+# Checked against for unknown names, so that they cost as much time as known ones.
+_DUMMY_HASH = hash_password(secrets.token_hex(16))
+
+
+def log_in(request: Request, user: User) -> None:
+    request.session.clear()
+    request.session.update(
+        {"user_id": user.id, "version": user.session_version, "csrf": secrets.token_urlsafe(32)}
+    )
+
+
+def log_out(request: Request) -> None:
+    request.session.clear()
+
+
+def csrf_token(request: Request) -> str:
+    """This session's CSRF token, made on first use (the login form needs one too)."""
+    token = request.session.get("csrf")
+    if not isinstance(token, str):
+        token = secrets.token_urlsafe(32)
+        request.session["csrf"] = token
+    return token
+
+
+async def check_csrf(request: Request) -> None:
+    """Dependency: a state-changing request must carry the session's CSRF token."""
+    if request.method not in UNSAFE_METHODS:
+        return
+    expected = request.session.get("csrf")
+    sent = request.headers.get(CSRF_HEADER)
+    if sent is None and request.headers.get("content-type", "").startswith(
+        ("application/x-www-form-urlencoded", "multipart/form-data")
+    ):
+        form = await request.form()
+        value = form.get(CSRF_FIELD)
+        sent = value if isinstance(value, str) else None
+    if not expected or not sent or not hmac.compare_digest(str(expected), sent):
+        raise HTTPException(403, "The form expired or came from elsewhere: reload the page.")
+
+
+def current_user_or_none(
+    request: Request, session: Annotated[Session, Depends(get_session)]
+) -> User | None:
+    user_id = request.session.get("user_id")
+    if not isinstance(user_id, int):
+        return None
+    user = session.get(User, user_id)
+    if user is None or not user.is_active or user.session_version != request.session.get("version"):
+        request.session.clear()
+        return None
+    return user
+
+
+def current_user(user: Annotated[User | None, Depends(current_user_or_none)]) -> User:
+    """Dependency: the logged-in user; 401 (a redirect to the login page for pages)."""
+    if user is None:
+        raise HTTPException(401, "Please log in.")
+    return user
+
+
+def current_admin(user: Annotated[User, Depends(current_user)]) -> User:
+    """Dependency: the logged-in admin; 403 for anyone else."""
+    if user.role != Role.ADMIN.value:
+        raise HTTPException(403, "This page is for admins.")
+    return user
+
+
+CurrentUser = Annotated[User, Depends(current_user)]
+CurrentAdmin = Annotated[User, Depends(current_admin)]
+DbSession = Annotated[Session, Depends(get_session)]

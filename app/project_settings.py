@@ -1,0 +1,38 @@
+"""Project-wide values admins change at run time, over the defaults from the environment."""
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.config import Settings
+from app.models import ProjectSetting
+
+RUNTIME_KEYS = ("overlap", "qc_rate")
+"""Settings an admin may override in the database; the environment gives the defaults."""
+
+
+def get_value(session: Session, key: str, default: Any = None) -> Any:
+    value = session.scalar(select(ProjectSetting.value).where(ProjectSetting.key == key))
+    return default if value is None else value
+
+
+def set_value(session: Session, key: str, value: Any) -> None:
+    row = session.get(ProjectSetting, key)
+    if row is None:
+        session.add(ProjectSetting(key=key, value=value))
+    else:
+        row.value = value
+    session.flush()
+
+
+def runtime_settings(session: Session, settings: Settings) -> dict[str, Any]:
+    """The RUNTIME_KEYS, each from the database where an admin set it, else the setting."""
+    stored: dict[str, Any] = dict(
+        session.execute(
+            select(ProjectSetting.key, ProjectSetting.value).where(
+                ProjectSetting.key.in_(RUNTIME_KEYS)
+            )
+        ).all()
+    )
+    return {key: stored.get(key, getattr(settings, key)) for key in RUNTIME_KEYS}
