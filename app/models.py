@@ -248,6 +248,7 @@ class Assignment(Base):
     label_id: Mapped[int | None] = mapped_column(ForeignKey("labels.id"), unique=True)
 
     solution: Mapped[Solution] = relationship()
+    labeler: Mapped[User] = relationship()
 
 
 class GoldLabel(Base):

@@ -2,7 +2,8 @@
 
 Rules, in order:
 1. A labeler with an unfinished task gets it back (its lease renewed if it ran out and no
-   one else took the task meanwhile).
+   one else took the task meanwhile). ``leased_at`` stays when a lease is renewed: it is
+   when the labeler started, which bounds the time they can claim to have spent.
 2. A labeler not yet approved gets the screening questions (generation -1), then waits.
 3. At ``qc_rate``, a quality-control question (a solution with a gold label) the labeler
    has not answered yet.
@@ -89,10 +90,27 @@ def _current_assignment(
             Assignment.labeler_id == labeler.id,
             Assignment.completed_at.is_(None),
         )
-        .values(leased_at=now, expires_at=now + rules.lease)
+        .values(expires_at=now + rules.lease)
     )
     session.refresh(current)
     return current if renewed.rowcount == 1 else None  # type: ignore[attr-defined]
+
+
+def extend_lease(
+    session: Session, assignment: Assignment, rules: QueueRules, now: datetime | None = None
+) -> bool:
+    """Keep an open task with its labeler while their page is open; False if it is gone."""
+    now = now or utc_now()
+    extended = session.execute(
+        update(Assignment)
+        .where(
+            Assignment.id == assignment.id,
+            Assignment.labeler_id == assignment.labeler_id,
+            Assignment.completed_at.is_(None),
+        )
+        .values(expires_at=now + rules.lease)
+    )
+    return extended.rowcount == 1  # type: ignore[attr-defined]
 
 
 def _not_mine(labeler: User) -> ColumnElement[bool]:

@@ -1,0 +1,199 @@
+"""What a labeler submits for a task, the rules it must follow, and saving it as a label.
+
+The labeling page sends one rating per step it revealed, in order. A negative rating ends
+the solution (``found_error``), and there the labeler also rates the step's alternative
+completions when the data holds any. Rating the final step positive or neutral ends it as
+``solution``. ``give_up`` and ``bad_problem`` end it early with a reason.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import case, exists, func, select, update
+from sqlalchemy.orm import Session
+
+from app.datasets.keys import content_key
+from app.models import (
+    SCREENING_GENERATION,
+    Assignment,
+    FinishReason,
+    GoldLabel,
+    Label,
+    LabelStep,
+    QueueState,
+    Solution,
+    StepCompletion,
+    User,
+    utc_now,
+)
+
+Rating = Annotated[int, Field(ge=-1, le=1, strict=True)]
+MAX_TASK_TIME = timedelta(hours=8)
+"""Longer than any real sitting: a page left open overnight does not count as work."""
+
+
+class StepInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rating: Rating
+    flagged: bool = False
+    alternative_ratings: list[Rating] = []
+    """Ratings of the step's alternative completions, given at the step rated negative."""
+
+
+class SubmissionInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    steps: list[StepInput]
+    finish_reason: FinishReason
+    total_time: Annotated[int, Field(ge=0)]
+    """Milliseconds the labeler spent, as the page measured it."""
+    note: Annotated[str, Field(max_length=2000)] = ""
+
+
+class SubmissionError(ValueError):
+    """The submission breaks a labeling rule; the message says which, for the labeler."""
+
+
+def check_submission(solution: Solution, submission: SubmissionInput) -> None:
+    """Raise SubmissionError unless the ratings follow the rules for this solution."""
+    steps = solution.steps or []
+    rated = submission.steps
+    reason = submission.finish_reason
+    if len(rated) > len(steps):
+        raise SubmissionError(f"the solution has {len(steps)} steps, {len(rated)} were rated")
+    if any(step.rating == -1 for step in rated[:-1]):
+        raise SubmissionError("a negative rating ends the solution: no steps after it")
+    for index, step in enumerate(rated):
+        wanted = len(_alternatives(solution, index)) if step.rating == -1 else 0
+        if len(step.alternative_ratings) != wanted:
+            raise SubmissionError(
+                f"step {index + 1}: rate its {wanted} alternative completions"
+                if wanted
+                else f"step {index + 1}: alternatives are rated only at a negative step"
+            )
+    ends_negative = bool(rated) and rated[-1].rating == -1
+    if reason == FinishReason.FOUND_ERROR and not ends_negative:
+        raise SubmissionError("found_error needs the last rated step to be negative")
+    if reason == FinishReason.SOLUTION and (len(rated) != len(steps) or ends_negative):
+        raise SubmissionError("solution needs every step rated, none negative")
+    if reason in (FinishReason.GIVE_UP, FinishReason.BAD_PROBLEM):
+        if ends_negative:
+            raise SubmissionError("a negative step ends the task as found_error")
+        if not submission.note.strip():
+            raise SubmissionError(f"{reason.value}: say why, in a few words")
+
+
+def _alternatives(solution: Solution, index: int) -> list[str]:
+    alternatives = solution.alternatives or []
+    return alternatives[index] if index < len(alternatives) else []
+
+
+@dataclass(frozen=True)
+class SavedLabel:
+    label_id: int
+    created: bool
+    """False when this task had been submitted already (a double click, a retry)."""
+
+
+def save_label(
+    session: Session,
+    assignment: Assignment,
+    labeler: User,
+    submission: SubmissionInput,
+    *,
+    overlap: int,
+    now: datetime | None = None,
+) -> SavedLabel:
+    """Store the submission as the assignment's label, exactly once."""
+    now = now or utc_now()
+    solution = assignment.solution
+    check_submission(solution, submission)
+    # Whoever completes the assignment first stores the label; a repeat finds it done.
+    completed = session.execute(
+        update(Assignment)
+        .where(
+            Assignment.id == assignment.id,
+            Assignment.labeler_id == labeler.id,
+            Assignment.completed_at.is_(None),
+        )
+        .values(completed_at=now)
+    )
+    if completed.rowcount != 1:  # type: ignore[attr-defined]
+        session.refresh(assignment)
+        if assignment.label_id is None or assignment.labeler_id != labeler.id:
+            raise SubmissionError("this task is no longer yours: its lease ran out")
+        return SavedLabel(assignment.label_id, created=False)
+    label = _label(session, assignment, labeler, submission, now)
+    session.add(label)
+    session.flush()
+    session.execute(
+        update(Assignment).where(Assignment.id == assignment.id).values(label_id=label.id)
+    )
+    if assignment.slot is not None:
+        _count_completion(session, solution.id, overlap)
+    return SavedLabel(label.id, created=True)
+
+
+def _label(
+    session: Session,
+    assignment: Assignment,
+    labeler: User,
+    submission: SubmissionInput,
+    now: datetime,
+) -> Label:
+    solution = assignment.solution
+    is_gold = session.scalar(select(exists().where(GoldLabel.solution_id == solution.id)))
+    elapsed = now - assignment.leased_at
+    spent = min(submission.total_time, _ms(min(elapsed, MAX_TASK_TIME)))
+    return Label(
+        dedupe_key=content_key("assignment", assignment.id),
+        labeler_id=labeler.id,
+        problem_id=solution.problem_id,
+        solution_id=solution.id,
+        timestamp=now,
+        generation=solution.generation,
+        is_quality_control=bool(is_gold),
+        is_initial_screening=solution.generation == SCREENING_GENERATION,
+        total_time=spent,
+        finish_reason=submission.finish_reason.value,
+        note=submission.note.strip() or None,
+        steps=[_label_step(solution, index, step) for index, step in enumerate(submission.steps)],
+    )
+
+
+def _label_step(solution: Solution, index: int, step: StepInput) -> LabelStep:
+    texts = [(solution.steps or [])[index], *_alternatives(solution, index)]
+    ratings = [step.rating, *step.alternative_ratings]
+    flags = [step.flagged] + [False] * len(step.alternative_ratings)
+    return LabelStep(
+        step_index=index,
+        # The labeler went on with the step unless it was wrong, as PRM800K records it.
+        chosen_completion=None if step.rating == -1 else 0,
+        completions=[
+            StepCompletion(completion_index=i, text=text, rating=rating, flagged=flag)
+            for i, (text, rating, flag) in enumerate(zip(texts, ratings, flags, strict=False))
+        ],
+    )
+
+
+def _count_completion(session: Session, solution_id: int, overlap: int) -> None:
+    """One more finished label; a solution labeled ``overlap`` times leaves the queue."""
+    done = Solution.completed_count + 1
+    session.execute(
+        update(Solution)
+        .where(Solution.id == solution_id)
+        .values(
+            completed_count=done,
+            queue_state=case(
+                (done >= func.coalesce(Solution.overlap, overlap), QueueState.FULL.value),
+                else_=Solution.queue_state,
+            ),
+        )
+    )
+
+
+def _ms(duration: timedelta) -> int:
+    return int(duration.total_seconds() * 1000)

@@ -1,0 +1,186 @@
+"""Submitting a task: the rules of a label, exactly-once saving, and what is stored."""
+
+import io
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app import prm800k
+from app.datasets.export import ExportFilter, write_export
+from app.labeling.queue import QueueRules, next_assignment
+from app.labeling.submission import (
+    SubmissionError,
+    SubmissionInput,
+    check_submission,
+    save_label,
+)
+from app.models import (
+    SCREENING_GENERATION,
+    Assignment,
+    GoldLabel,
+    Label,
+    QueueState,
+    Solution,
+)
+from tests.factories import make_solution, make_user
+from tests.labeling.test_queue import NOW, RULES
+
+STEPS = ["First $1+1=2$.", "Then $2+2=5$.", "So it is $5$.\n\n# Answer\n\n5"]
+
+
+def submission(ratings: list[int], reason: str, **extra: object) -> SubmissionInput:
+    steps = extra.pop("steps", [{"rating": r} for r in ratings])
+    return SubmissionInput.model_validate(
+        {"steps": steps, "finish_reason": reason, "total_time": 5000, **extra}
+    )
+
+
+@pytest.mark.parametrize(
+    ("ratings", "reason", "extra", "message"),
+    [
+        ([1, 1, 1, 1], "solution", {}, "3 steps, 4 were rated"),
+        ([1, -1, 1], "solution", {}, "no steps after it"),
+        ([1, 1], "solution", {}, "every step rated"),
+        ([1, 0], "found_error", {}, "last rated step to be negative"),
+        ([1], "give_up", {}, "give_up: say why"),
+        (
+            [],
+            "bad_problem",
+            {
+                "note": "typo",
+                "steps": [{"rating": 1}, {"rating": -1, "alternative_ratings": [1, 1]}],
+            },
+            "ends the task as found_error",
+        ),
+        (
+            [],
+            "found_error",
+            {"steps": [{"rating": 1, "alternative_ratings": [1]}, {"rating": -1}]},
+            "step 1: alternatives are rated only at a negative step",
+        ),
+        (
+            [],
+            "found_error",
+            {"steps": [{"rating": 1}, {"rating": -1, "alternative_ratings": [1]}]},
+            "step 2: rate its 2 alternative completions",
+        ),
+    ],
+)
+def test_rules(
+    session: Session, ratings: list[int], reason: str, extra: dict[str, object], message: str
+) -> None:
+    solution = make_solution(session, STEPS, alternatives=[[], ["Then $2+2=4$.", "So $4$."]])
+    with pytest.raises(SubmissionError, match=message):
+        check_submission(solution, submission(ratings, reason, **extra))
+
+
+@pytest.mark.parametrize(
+    ("ratings", "reason", "note"),
+    [
+        ([1, 0, 1], "solution", ""),
+        ([1, -1], "found_error", ""),
+        ([0], "give_up", "too long"),
+        ([], "bad_problem", "the problem has a typo"),
+    ],
+)
+def test_valid_submissions(session: Session, ratings: list[int], reason: str, note: str) -> None:
+    check_submission(make_solution(session, STEPS), submission(ratings, reason, note=note))
+
+
+def lease(
+    session: Session, name: str = "alice", *, approved: bool = True, **solution: object
+) -> Assignment:
+    make_solution(session, STEPS, **solution)  # type: ignore[arg-type]
+    labeler = make_user(session, name, approved=approved)
+    assignment = next_assignment(session, labeler, RULES, NOW)
+    assert assignment is not None
+    return assignment
+
+
+def test_a_double_submit_stores_one_label(session: Session) -> None:
+    assignment = lease(session)
+    alice = assignment.labeler
+    sent = submission([1, -1], "found_error")
+    first = save_label(session, assignment, alice, sent, overlap=1, now=NOW)
+    second = save_label(session, assignment, alice, sent, overlap=1, now=NOW)
+    assert first.created and not second.created and first.label_id == second.label_id
+    assert session.scalar(select(func.count()).select_from(Label)) == 1
+
+
+def test_the_stored_label_exports_as_prm800k(session: Session) -> None:
+    assignment = lease(session, alternatives=[[], ["Then $2+2=4$.", "So $4$."]])
+    labeler = assignment.labeler
+    sent = submission(
+        [],
+        "found_error",
+        steps=[
+            {"rating": 1, "flagged": True},
+            {"rating": -1, "alternative_ratings": [1, 0]},
+        ],
+    )
+    later = NOW + timedelta(seconds=3)
+    save_label(session, assignment, labeler, sent, overlap=1, now=later)
+    out = io.StringIO()
+    write_export(session, out, ExportFilter())
+    record = prm800k.parse_line(out.getvalue())
+    assert record.labeler == labeler.uuid and record.timestamp == later
+    assert record.generation == 0 and record.label.finish_reason == "found_error"
+    assert not record.is_quality_control_question and not record.is_initial_screening_question
+    assert record.label.total_time == 3000  # the page claimed 5 s; the lease began 3 s ago
+    first, second = record.label.steps
+    assert [(c.text, c.rating, c.flagged) for c in first.completions] == [(STEPS[0], 1, True)]
+    assert first.chosen_completion == 0
+    assert [(c.text, c.rating) for c in second.completions] == [
+        (STEPS[1], -1),
+        ("Then $2+2=4$.", 1),
+        ("So $4$.", 0),
+    ]
+    assert second.chosen_completion is None
+
+
+def test_overlap_reached_takes_the_solution_out_of_the_queue(session: Session) -> None:
+    assignment = lease(session, overlap=2)
+    solution_id = assignment.solution_id
+    sent = submission([1, 0, 1], "solution")
+    save_label(session, assignment, assignment.labeler, sent, overlap=1, now=NOW)
+    solution = session.get(Solution, solution_id, populate_existing=True)
+    assert solution is not None
+    assert (solution.completed_count, solution.queue_state) == (1, QueueState.OPEN.value)
+    bob = make_user(session, "bob")
+    second = next_assignment(session, bob, RULES, NOW)
+    assert second is not None and second.solution_id == solution_id
+    save_label(session, second, bob, sent, overlap=1, now=NOW)
+    session.refresh(solution)
+    assert (solution.completed_count, solution.queue_state) == (2, QueueState.FULL.value)
+
+
+def test_screening_and_quality_control_flags(session: Session) -> None:
+    screening = lease(session, "newcomer", approved=False, generation=SCREENING_GENERATION)
+    save_label(
+        session, screening, screening.labeler, submission([1, 1, 1], "solution"), overlap=1, now=NOW
+    )
+    gold_solution = make_solution(session, STEPS)
+    session.add(GoldLabel(solution_id=gold_solution.id, label_id=screening.label_id))
+    session.flush()
+    always_qc = QueueRules(lease=RULES.lease, overlap=1, qc_rate=1.0)
+    qc = next_assignment(session, make_user(session, "bob"), always_qc, NOW)
+    assert qc is not None and qc.solution_id == gold_solution.id
+    save_label(session, qc, qc.labeler, submission([1, -1], "found_error"), overlap=1, now=NOW)
+    flags = session.execute(
+        select(Label.is_initial_screening, Label.is_quality_control, Label.generation).order_by(
+            Label.id
+        )
+    ).all()
+    assert [tuple(row) for row in flags] == [(True, False, -1), (False, True, 0)]
+
+
+def test_a_lease_taken_over_cannot_be_submitted(session: Session) -> None:
+    assignment = lease(session)
+    alice = assignment.labeler
+    bob = make_user(session, "bob")
+    taken = next_assignment(session, bob, RULES, NOW + timedelta(hours=1))
+    assert taken is not None and taken.id == assignment.id
+    with pytest.raises(SubmissionError, match="no longer yours"):
+        save_label(session, assignment, alice, submission([1, 1, 1], "solution"), overlap=1)
