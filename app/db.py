@@ -2,9 +2,9 @@
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, CursorResult, Engine, Result, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import get_settings
@@ -85,3 +85,8 @@ def dispose_engines() -> None:
     for engine in _engines.values():
         engine.dispose()
     _engines.clear()
+
+
+def rows_changed(result: Result[Any]) -> int:
+    """How many rows an UPDATE or DELETE touched (Session.execute types it loosely)."""
+    return cast(CursorResult[Any], result).rowcount

@@ -25,6 +25,7 @@ from sqlalchemy import ColumnElement, Select, exists, func, insert, or_, select,
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.db import rows_changed
 from app.models import (
     SCREENING_GENERATION,
     Assignment,
@@ -93,7 +94,7 @@ def _current_assignment(
         .values(expires_at=now + rules.lease)
     )
     session.refresh(current)
-    return current if renewed.rowcount == 1 else None  # type: ignore[attr-defined]
+    return current if rows_changed(renewed) == 1 else None
 
 
 def extend_lease(
@@ -110,7 +111,7 @@ def extend_lease(
         )
         .values(expires_at=now + rules.lease)
     )
-    return extended.rowcount == 1  # type: ignore[attr-defined]
+    return rows_changed(extended) == 1
 
 
 def _not_mine(labeler: User) -> ColumnElement[bool]:
@@ -208,7 +209,7 @@ def _claim_slot(
                 )
                 .values(labeler_id=labeler.id, leased_at=now, expires_at=now + rules.lease)
             )
-            if taken_over.rowcount == 1:  # type: ignore[attr-defined]
+            if rows_changed(taken_over) == 1:
                 return session.get(Assignment, row.id, populate_existing=True)
     return None
 

@@ -121,7 +121,7 @@ def save_label(
         )
         .values(completed_at=now)
     )
-    if completed.rowcount != 1:  # type: ignore[attr-defined]
+    if rows_changed(completed) != 1:
         session.refresh(assignment)
         if assignment.label_id is None or assignment.labeler_id != labeler.id:
             raise SubmissionError("this task is no longer yours: its lease ran out")
