@@ -15,6 +15,7 @@ from sqlalchemy import case, exists, func, select, update
 from sqlalchemy.orm import Session
 
 from app.datasets.keys import content_key
+from app.db import rows_changed
 from app.models import (
     SCREENING_GENERATION,
     Assignment,
