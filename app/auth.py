@@ -108,6 +108,7 @@ def current_user_or_none(
     if user is None or not user.is_active or user.session_version != request.session.get("version"):
         request.session.clear()
         return None
+    request.state.user = user  # for the page templates' navigation
     return user
 
 

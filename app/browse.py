@@ -10,13 +10,16 @@ from sqlalchemy import ScalarSelect, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
+from app.auth import current_admin
 from app.db import get_session
 from app.models import Base, Label, Problem, Solution, StepCompletion, User
 from app.templating import render, wants_fragment
 
 PROBLEMS_PER_PAGE = 25
 
+# The data overview is for admins; /healthz stays open for load balancers.
 router = APIRouter()
+admin = APIRouter(dependencies=[Depends(current_admin)])
 
 DbSession = Annotated[Session, Depends(get_session)]
 
@@ -159,7 +162,7 @@ def existing_problem(problem_id: int, session: DbSession) -> ProblemDetail:
     return detail
 
 
-@router.get("/", response_class=HTMLResponse)
+@admin.get("/admin", response_class=HTMLResponse)
 def index(
     request: Request, session: DbSession, page: Annotated[int, Query(ge=1)] = 1
 ) -> HTMLResponse:
@@ -169,7 +172,7 @@ def index(
     return render(request, "index.html", {"totals": totals(session), "problems": problems})
 
 
-@router.get("/problems/{problem_id}", response_class=HTMLResponse)
+@admin.get("/admin/problems/{problem_id}", response_class=HTMLResponse)
 def problem(
     request: Request, detail: Annotated[ProblemDetail, Depends(existing_problem)]
 ) -> HTMLResponse:

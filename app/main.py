@@ -5,19 +5,20 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from http import HTTPStatus
 from pathlib import Path
+from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
-from fastapi.templating import Jinja2Templates
-from jinja2 import Environment, FileSystemLoader
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException
+from starlette.middleware.sessions import SessionMiddleware
 
-from app import browse, schema
-from app.config import get_settings
+from app import browse, login, schema
+from app.config import get_settings, session_secret
 from app.db import dispose_engines, get_engine
-from app.templating import render, wants_fragment
+from app.labeling import router as labeling
+from app.templating import make_templates, render, wants_fragment
 
 logger = logging.getLogger("steplabel")
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,6 +41,8 @@ async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
 async def http_error(request: Request, error: Exception) -> Response:
     """Answer /api with JSON, an htmx swap with a small fragment and a page with a page."""
     assert isinstance(error, HTTPException)
+    if error.status_code == 401 and not request.url.path.startswith("/api/"):
+        return _to_login(request)
     if request.url.path.startswith("/api/"):
         return JSONResponse(
             {"detail": error.detail}, status_code=error.status_code, headers=error.headers
@@ -55,18 +58,33 @@ async def http_error(request: Request, error: Exception) -> Response:
     return response
 
 
+def _to_login(request: Request) -> Response:
+    """Pages send a logged-out user to the login page, and back here afterwards."""
+    target = "/login?" + urlencode({"next": request.url.path})
+    if wants_fragment(request):
+        # htmx would swap the login page into the task area; have it navigate instead.
+        return Response(status_code=200, headers={"HX-Redirect": target})
+    return RedirectResponse(target, status_code=303)
+
+
 def create_app() -> FastAPI:
+    settings = get_settings()
     app = FastAPI(title="steplabel", lifespan=lifespan)
-    environment = Environment(
-        loader=FileSystemLoader(TEMPLATES_DIR),
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
+    app.state.templates = make_templates(TEMPLATES_DIR)
+    app.add_middleware(
+        SessionMiddleware,
+        secret_key=session_secret(settings),
+        session_cookie="steplabel_session",
+        max_age=14 * 24 * 3600,
+        same_site="lax",
+        https_only=settings.secure_cookies,
     )
-    app.state.templates = Jinja2Templates(env=environment)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.add_exception_handler(HTTPException, http_error)
+    app.include_router(login.router)
+    app.include_router(labeling.router)
     app.include_router(browse.router)
+    app.include_router(browse.admin)
     return app
 
 

@@ -1,10 +1,53 @@
 """Rendering pages, and the fragments of them that htmx swaps in."""
 
+import re
+from pathlib import Path
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, FileSystemLoader
+from markdown_it import MarkdownIt
+from markupsafe import Markup, escape
+
+from app.auth import csrf_token
+
+_ASY_BLOCK = re.compile(r"\[asy\](.*?)\[/asy\]", re.DOTALL)
+# CommonMark without raw HTML: admins' markdown cannot inject markup or scripts.
+_markdown = MarkdownIt("commonmark", {"html": False, "linkify": False})
+
+
+def math_text(text: str | None) -> Markup:
+    """Escaped text for KaTeX to typeset in the browser; Asymptote code shows as code."""
+    if not text:
+        return Markup("")
+    parts = []
+    position = 0
+    for match in _ASY_BLOCK.finditer(text):
+        parts.append(escape(text[position : match.start()]))
+        parts.append(Markup('<pre class="asy"><code>{}</code></pre>').format(match.group(1)))
+        position = match.end()
+    parts.append(escape(text[position:]))
+    return Markup("").join(parts)
+
+
+def markdown(text: str) -> Markup:
+    """Admin-written markdown as safe HTML."""
+    return Markup(_markdown.render(text))
+
+
+def make_templates(directory: Path) -> Jinja2Templates:
+    environment = Environment(
+        loader=FileSystemLoader(directory),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters["math_text"] = math_text
+    environment.filters["markdown"] = markdown
+    environment.globals["csrf_token"] = csrf_token
+    return Jinja2Templates(env=environment)
 
 
 def render(
@@ -17,6 +60,7 @@ def render(
 ) -> HTMLResponse:
     """Render a page, or only its named ``block`` (the fragment that htmx swaps in)."""
     templates: Jinja2Templates = request.app.state.templates
+    context = {"user": getattr(request.state, "user", None), **context}
     # The same URL answers with a page or a fragment: caches must keep them apart.
     headers = {"Vary": "HX-Request"}
     if block is None:

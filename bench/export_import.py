@@ -5,7 +5,8 @@
 For each database: a fresh schema (Alembic), then the import and the export, each timed in
 a fresh process so that its peak memory is its own. The export must give back the input
 byte for byte. The floor is the time ``json.dumps`` alone takes to write the same lines.
-MB is 10^6 bytes; peak memory is the growth of ``ru_maxrss`` over the phase (MiB).
+MB is 10^6 bytes. "peak +MiB" is how much ``ru_maxrss`` grew during the phase, over the
+baseline of a fresh interpreter with the app imported; "max MiB" is the process's peak in all.
 """
 
 import argparse
@@ -14,7 +15,6 @@ import json
 import multiprocessing
 import resource
 import secrets
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -42,10 +42,11 @@ FLOOR_CHUNK = 1_000
 
 @dataclass(frozen=True)
 class Measure:
-    """One timed phase: seconds, the growth of peak memory, and what it reported."""
+    """One timed phase: seconds, peak memory (its growth over the phase, and in all), a summary."""
 
     seconds: float
     peak_bytes: int
+    max_rss_bytes: int
     summary: str
 
 
@@ -85,7 +86,7 @@ def _measured(phase: Callable[[str, Path], str], url: str, path: Path) -> Measur
     summary = phase(url, path)
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return Measure(seconds, (peak - baseline) * 1024, summary)
+    return Measure(seconds, (peak - baseline) * 1024, peak * 1024, summary)
 
 
 def in_fresh_process(phase: Callable[[str, Path], str], url: str, path: Path) -> Measure:
@@ -153,96 +154,82 @@ def bench_database(kind: str, postgres_url: str, source: Path, workdir: Path) ->
         exported = in_fresh_process(_export, url, exported_path)
         print(f"{kind} export: {exported.summary}", flush=True)
     identical = filecmp.cmp(source, exported_path, shallow=False)
-    exported_path.unlink()
+    if identical:
+        exported_path.unlink()  # a mismatching export stays, for a diff
     return DatabaseResult(kind, imported, exported, identical)
 
 
 # Report
 
+HEADER = (
+    "database", "phase", "lines", "seconds", "lines/s", "MB/s", "peak +MiB", "max MiB",
+    "x floor", "check",
+)  # fmt: skip
 
-def _row(cells: tuple[object, ...]) -> str:
-    widths = (9, 7, 8, 9, 9, 7, 9, 8, 8)
-    return "  ".join(f"{cell!s:>{width}}" for cell, width in zip(cells, widths, strict=True))
+
+def _print_row(cells: tuple[str, ...]) -> None:
+    # A Markdown table, so that BENCHMARKS.md can take it as printed.
+    widths = [max(len(name), 10) for name in HEADER]
+    print(
+        "| "
+        + " | ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True))
+        + " |"
+    )
 
 
-def _phase_row(
-    database: str, phase: str, measure: Measure, lines: int, size: int, extra: tuple[str, str]
-) -> str:
-    return _row(
-        (
-            database,
-            phase,
-            f"{lines:,}",
-            f"{measure.seconds:.2f}",
-            f"{lines / measure.seconds:,.0f}",
-            f"{size / 1e6 / measure.seconds:.1f}",
-            f"{measure.peak_bytes / 2**20:.0f}",
-            *extra,
-        )
+def _phase_cells(
+    database: str, phase: str, measure: Measure, lines: int, size: int
+) -> tuple[str, ...]:
+    return (
+        database,
+        phase,
+        f"{lines:,}",
+        f"{measure.seconds:.2f}",
+        f"{lines / measure.seconds:,.0f}",
+        f"{size / 1e6 / measure.seconds:.1f}",
+        f"{measure.peak_bytes / 2**20:.0f}",
+        f"{measure.max_rss_bytes / 2**20:.0f}",
     )
 
 
 def report_table(results: list[DatabaseResult], floor: float, lines: int, size: int) -> None:
     print()
-    print(
-        _row(
-            (
-                "database",
-                "phase",
-                "lines",
-                "seconds",
-                "lines/s",
-                "MB/s",
-                "peak MiB",
-                "x floor",
-                "check",
-            )
-        )
-    )
-    floor_measure = Measure(floor, 0, "")
-    print(_phase_row("python", "dumps", floor_measure, lines, size, ("1.0x", "-")))
+    _print_row(HEADER)
+    _print_row(tuple("-" * max(len(name), 10) for name in HEADER))
+    floor_cells = _phase_cells("python", "json.dumps", Measure(floor, 0, 0, ""), lines, size)
+    _print_row((*floor_cells[:6], "-", "-", "1.0x", "-"))
     for result in results:
-        check = "OK" if result.identical else "MISMATCH"
-        print(_phase_row(result.database, "import", result.imported, lines, size, ("-", "-")))
+        imported = _phase_cells(result.database, "import", result.imported, lines, size)
+        _print_row((*imported, "-", "-"))
         over = f"{result.exported.seconds / floor:.1f}x"
-        print(_phase_row(result.database, "export", result.exported, lines, size, (over, check)))
+        check = "OK" if result.identical else "MISMATCH"
+        exported = _phase_cells(result.database, "export", result.exported, lines, size)
+        _print_row((*exported, over, check))
 
 
 def report_targets(results: list[DatabaseResult], floor: float, lines: int) -> None:
     print()
     for result in results:
+        over = result.exported.seconds / floor
         export_rate = lines / result.exported.seconds
         import_rate = lines / result.imported.seconds
-        over = result.exported.seconds / floor
-        _target(
-            result.database,
-            f"export <= {MAX_EXPORT_OVER_FLOOR:.0f}x json.dumps floor",
-            f"{over:.1f}x",
-            over <= MAX_EXPORT_OVER_FLOOR,
-        )
-        _target(
-            result.database,
-            f"export >= {MIN_EXPORT_LINES_PER_S:,} lines/s",
-            f"{export_rate:,.0f}",
-            export_rate >= MIN_EXPORT_LINES_PER_S,
-        )
-        _target(
-            result.database,
-            f"import >= {MIN_IMPORT_LINES_PER_S:,} lines/s",
-            f"{import_rate:,.0f}",
-            import_rate >= MIN_IMPORT_LINES_PER_S,
-        )
-
-
-def _target(database: str, target: str, value: str, met: bool) -> None:
-    print(f"{database:<9} {target:<32} {value:>9}  {'met' if met else 'MISSED'}")
+        targets = (
+            (f"export <= {MAX_EXPORT_OVER_FLOOR:.0f}x json.dumps", f"{over:.1f}x",
+             over <= MAX_EXPORT_OVER_FLOOR),
+            (f"export >= {MIN_EXPORT_LINES_PER_S:,} lines/s", f"{export_rate:,.0f}",
+             export_rate >= MIN_EXPORT_LINES_PER_S),
+            (f"import >= {MIN_IMPORT_LINES_PER_S:,} lines/s", f"{import_rate:,.0f}",
+             import_rate >= MIN_IMPORT_LINES_PER_S),
+        )  # fmt: skip
+        for target, value, met in targets:
+            print(f"{result.database:<9} {target:<30} {value:>8}  {'met' if met else 'MISSED'}")
 
 
 # Command line
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Time PRM800K import and export.")
     parser.add_argument("--lines", type=int, default=100_000, help="synthetic lines to write")
     parser.add_argument(
         "--databases",
@@ -270,11 +257,8 @@ def working_directory(path: Path | None) -> Iterator[Path]:
         path.mkdir(parents=True, exist_ok=True)
         yield path
         return
-    temporary = Path(tempfile.mkdtemp(prefix="steplabel-bench-"))
-    try:
-        yield temporary
-    finally:
-        shutil.rmtree(temporary)
+    with tempfile.TemporaryDirectory(prefix="steplabel-bench-") as temporary:
+        yield Path(temporary)
 
 
 def main(argv: list[str] | None = None) -> int:

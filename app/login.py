@@ -1,0 +1,74 @@
+"""Logging in and out, and the front door that sends each user to their home page."""
+
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Depends, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from app.auth import (
+    DbSession,
+    LoginThrottled,
+    authenticate,
+    check_csrf,
+    current_user_or_none,
+    log_in,
+    log_out,
+)
+from app.models import Role, User
+from app.templating import render
+
+router = APIRouter(dependencies=[Depends(check_csrf)])
+MaybeUser = Annotated[User | None, Depends(current_user_or_none)]
+
+
+def home_of(user: User) -> str:
+    return "/admin" if user.role == Role.ADMIN.value else "/label/next"
+
+
+def _safe_next(target: str | None) -> str | None:
+    """Only local paths: a login link must not bounce the user to another site."""
+    if not target or not target.startswith("/") or target.startswith("//"):
+        return None
+    parts = urlsplit(target)
+    return None if parts.scheme or parts.netloc else target
+
+
+@router.get("/", response_model=None)
+def front_door(user: MaybeUser) -> Response:
+    return RedirectResponse(home_of(user) if user else "/login", status_code=303)
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_page(request: Request, user: MaybeUser, next: str | None = None) -> Response:
+    if user is not None:
+        return RedirectResponse(_safe_next(next) or home_of(user), status_code=303)
+    return render(request, "login.html", {"next": _safe_next(next) or "", "error": None})
+
+
+@router.post("/login", response_model=None)
+def login(
+    request: Request,
+    session: DbSession,
+    name: Annotated[str, Form(max_length=120)],
+    password: Annotated[str, Form(max_length=1000)],
+    next: Annotated[str, Form()] = "",
+) -> Response:
+    address = request.client.host if request.client else "unknown"
+    context = {"next": _safe_next(next) or "", "name": name}
+    try:
+        user = authenticate(session, name.strip(), password, address)
+    except LoginThrottled:
+        error = "Too many failed attempts. Wait 15 minutes, or ask an admin to reset your password."
+        return render(request, "login.html", context | {"error": error}, status_code=429)
+    if user is None:
+        error = "That name and password do not match an active account."
+        return render(request, "login.html", context | {"error": error}, status_code=401)
+    log_in(request, user)
+    return RedirectResponse(_safe_next(next) or home_of(user), status_code=303)
+
+
+@router.post("/logout")
+def logout(request: Request) -> RedirectResponse:
+    log_out(request)
+    return RedirectResponse("/login", status_code=303)
