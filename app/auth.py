@@ -7,6 +7,7 @@ their version ends every session they have at the next request.
 
 import hmac
 import secrets
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated
 
@@ -25,6 +26,15 @@ UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 THROTTLE_WINDOW = timedelta(minutes=15)
 MAX_FAILURES_PER_NAME = 5
 MAX_FAILURES_PER_ADDRESS = 20
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who is looking at a page, as its header shows them."""
+
+    id: int
+    name: str
+    role: str
 
 
 class LoginThrottled(Exception):
@@ -108,7 +118,8 @@ def current_user_or_none(
     if user is None or not user.is_active or user.session_version != request.session.get("version"):
         request.session.clear()
         return None
-    request.state.user = user  # for the page templates' navigation
+    # A plain copy for the page header: error pages render after the session has closed.
+    request.state.viewer = Viewer(user.id, user.name, user.role)
     return user
 
 

@@ -60,7 +60,7 @@ def render(
 ) -> HTMLResponse:
     """Render a page, or only its named ``block`` (the fragment that htmx swaps in)."""
     templates: Jinja2Templates = request.app.state.templates
-    context = {"user": getattr(request.state, "user", None), **context}
+    context = {"user": getattr(request.state, "viewer", None), **context}
     # The same URL answers with a page or a fragment: caches must keep them apart.
     headers = {"Vary": "HX-Request"}
     if block is None:

@@ -17,6 +17,7 @@ from app.db import dispose_engines, transaction
 from app.main import create_app
 from app.models import Label, LabelStep, Problem, Solution, StepCompletion, User
 from app.schema import SchemaOutOfDate
+from tests.web import admin_client
 
 SCRIPT_PROBLEM = "Is <script>alert(1)</script> a formula? Compute $\\frac{1}{2} + x$."
 
@@ -157,7 +158,7 @@ def test_queries_take_a_fixed_number_of_statements(session: Session, engine: Eng
 @pytest.fixture
 def client(engine: Engine) -> Iterator[TestClient]:
     with TestClient(create_app()) as client:
-        yield client
+        yield admin_client(client, engine)
 
 
 @pytest.fixture
@@ -167,20 +168,25 @@ def seeded(engine: Engine) -> dict[str, Any]:
 
 
 def test_index_page_shows_totals_and_problems(client: TestClient, seeded: dict[str, Any]) -> None:
-    response = client.get("/")
+    response = client.get("/admin")
     assert response.status_code == 200
     html = response.text
     assert "<html" in html
-    for name, value in [("Problems", 3), ("Labels", 3), ("Step ratings", 5), ("Users", 2)]:
+    for name, value in [
+        ("Problems", 3),
+        ("Labels", 3),
+        ("Step ratings", 5),
+        ("Users", 3),
+    ]:  # two seeded, one admin
         assert re.search(rf"<dt>{name}</dt>\s*<dd>{value}</dd>", html)
     assert "What is $1 + 1$?" in html
-    assert f'href="/problems/{seeded["problems"][2].id}"' in html
+    assert f'href="/admin/problems/{seeded["problems"][2].id}"' in html
     assert "/static/vendor/htmx.min.js" in html
     assert "/static/js/render-math.js" in html
 
 
 def test_htmx_request_gets_only_the_table(client: TestClient, seeded: dict[str, Any]) -> None:
-    response = client.get("/?page=1", headers={"HX-Request": "true"})
+    response = client.get("/admin?page=1", headers={"HX-Request": "true"})
     assert response.status_code == 200
     assert "<html" not in response.text
     assert "Step ratings" not in response.text
@@ -189,12 +195,12 @@ def test_htmx_request_gets_only_the_table(client: TestClient, seeded: dict[str, 
     assert "HX-Request" in response.headers["vary"]
 
     restore = {"HX-Request": "true", "HX-History-Restore-Request": "true"}
-    assert "<html" in client.get("/?page=1", headers=restore).text
+    assert "<html" in client.get("/admin?page=1", headers=restore).text
 
 
 def test_problem_page_escapes_html(client: TestClient, seeded: dict[str, Any]) -> None:
     problem, solution = seeded["problems"][1], seeded["solutions"][2]
-    response = client.get(f"/problems/{problem.id}")
+    response = client.get(f"/admin/problems/{problem.id}")
     assert response.status_code == 200
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in response.text
     assert "<script>alert(1)" not in response.text
@@ -204,7 +210,7 @@ def test_problem_page_escapes_html(client: TestClient, seeded: dict[str, Any]) -
 
 
 def test_problem_page_lists_numbered_steps(client: TestClient, seeded: dict[str, Any]) -> None:
-    response = client.get(f"/problems/{seeded['problems'][0].id}")
+    response = client.get(f"/admin/problems/{seeded['problems'][0].id}")
     assert response.status_code == 200
     assert response.text.count('<ol class="steps">') == 2
     assert "We add." in response.text and "0.250" in response.text
@@ -212,11 +218,11 @@ def test_problem_page_lists_numbered_steps(client: TestClient, seeded: dict[str,
 
 def test_unknown_problem_is_404(client: TestClient, seeded: dict[str, Any]) -> None:
     missing = seeded["problems"][2].id + 1000
-    response = client.get(f"/problems/{missing}")
+    response = client.get(f"/admin/problems/{missing}")
     assert response.status_code == 404
     assert "<html" in response.text and f"There is no problem {missing}." in response.text
 
-    fragment = client.get(f"/problems/{missing}", headers={"HX-Request": "true"})
+    fragment = client.get(f"/admin/problems/{missing}", headers={"HX-Request": "true"})
     assert fragment.status_code == 404
     assert "<html" not in fragment.text and "404" in fragment.text
 

@@ -33,7 +33,6 @@ def next_task(request: Request, user: CurrentUser, session: DbSession) -> HTMLRe
     settings = get_settings()
     assignment = next_assignment(session, user, service.queue_rules(session, settings))
     context = {
-        "user": user,
         "task": service.task_view(session, assignment) if assignment else None,
         "waiting_for_approval": assignment is None and not user.is_approved,
     }
@@ -65,18 +64,17 @@ def heartbeat(assignment: OwnAssignment, session: DbSession) -> Response:
 
 @router.get("/me", response_class=HTMLResponse)
 def my_work(request: Request, user: CurrentUser, session: DbSession) -> HTMLResponse:
-    return render(request, "me.html", {"user": user, "work": service.my_work(session, user)})
+    return render(request, "me.html", {"work": service.my_work(session, user)})
 
 
 @router.get("/guidelines", response_class=HTMLResponse)
 def guidelines(request: Request, user: CurrentUser, session: DbSession) -> HTMLResponse:
-    context = {"user": user, "guidelines": service.guidelines(session)}
-    return render(request, "guidelines.html", context)
+    return render(request, "guidelines.html", {"guidelines": service.guidelines(session)})
 
 
 @router.get("/admin/guidelines", response_class=HTMLResponse)
 def edit_guidelines(request: Request, admin: CurrentAdmin, session: DbSession) -> HTMLResponse:
-    context = {"user": admin, "guidelines": service.guidelines(session)}
+    context = {"guidelines": service.guidelines(session)}
     return render(request, "guidelines_edit.html", context)
 
 
