@@ -318,6 +318,8 @@ class SolutionLine(_Lenient):
     score: float | None = None
     generator: str | None = None
     id: str | int | None = None
+    alternatives: list[list[str]] | None = None
+    """Per step, other ways to write it, rated when that step is rated negative."""
 
     @model_validator(mode="after")
     def _complete(self) -> "SolutionLine":
@@ -328,6 +330,11 @@ class SolutionLine(_Lenient):
         steps = self.step_list()
         if not steps or not all(step.strip() for step in steps):
             raise ValueError("the solution has an empty step, or no steps")
+        if self.alternatives is not None and len(self.alternatives) > len(steps):
+            raise ValueError(
+                f"alternatives are given for {len(self.alternatives)} steps, "
+                f"the solution has {len(steps)}"
+            )
         return self
 
     def step_list(self) -> list[str]:
@@ -369,6 +376,7 @@ def import_solutions(
                 source_id=None if item.value.id is None else str(item.value.id),
                 generation=generation,
                 queue_state=queue_state,
+                alternatives=item.value.alternatives,
             )
             for item, problem_id in zip(batch, problem_ids, strict=True)
         ]

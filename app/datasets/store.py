@@ -71,6 +71,7 @@ class SolutionSpec:
     source_id: str | None = None
     generation: int | None = None
     queue_state: QueueState = QueueState.NOT_QUEUED
+    alternatives: list[list[str]] | None = None
 
     @property
     def content_key(self) -> str:
@@ -262,6 +263,7 @@ class Store:
                 "source_id": spec.source_id,
                 "generation": spec.generation,
                 "queue_state": spec.queue_state.value,
+                "alternatives": spec.alternatives,
             }
             for key, spec in new.items()
         ]

@@ -151,3 +151,27 @@ def test_processbench_lines(session: Session, shared_data: Path) -> None:
     assert stored.steps == first["steps"]
     assert stored.generator == first["generator"]
     assert stored.answer == last_boxed("\n".join(first["steps"]))
+
+
+def test_solutions_join_the_queue_with_their_alternatives(session: Session) -> None:
+    rows = [
+        {
+            "problem": "What is $3 \\cdot 4$?",
+            "steps": ["$3 \\cdot 4 = 11$.", "So $11$.\n\n# Answer\n\n11"],
+            "alternatives": [["$3 \\cdot 4 = 12$."]],
+        }
+    ]
+    import_solutions(session, read_jsonl("s", lines(*rows)), generation=3)
+    import_solutions(
+        session, read_jsonl("t", lines({"problem": "x?", "steps": ["y"]})), queue=False
+    )
+    queued, not_queued = session.scalars(select(Solution).order_by(Solution.id)).all()
+    assert (queued.queue_state, queued.generation) == ("open", 3)
+    assert queued.alternatives == [["$3 \\cdot 4 = 12$."]]
+    assert not_queued.queue_state == "not_queued"
+
+
+def test_more_alternatives_than_steps_is_a_line_error(session: Session) -> None:
+    row = {"problem": "p", "steps": ["a"], "alternatives": [["b"], ["c"]]}
+    with pytest.raises(ImportLineError, match="alternatives are given for 2 steps"):
+        import_solutions(session, read_jsonl("s", lines(row)))
