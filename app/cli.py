@@ -11,17 +11,20 @@ from typing import Annotated, TextIO
 import typer
 from sqlalchemy.exc import IntegrityError
 
-from app import schema
+from app import schema, users
 from app.config import SettingsError, get_settings
 from app.datasets import importing
 from app.datasets.demo_seed import SeedReport, seed
 from app.datasets.export import EXPORT_FORMATS, ExportFilter, write_export
 from app.datasets.reading import ImportLineError, read_files
 from app.db import get_engine, transaction
+from app.models import Role
 
 cli = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
 import_cli = typer.Typer(help="Import JSONL files; each command is one transaction.")
 cli.add_typer(import_cli, name="import")
+users_cli = typer.Typer(help="Labelers and admins.", no_args_is_help=True)
+cli.add_typer(users_cli, name="users")
 
 Files = Annotated[list[Path], typer.Argument(help="JSONL files ('-' for standard input).")]
 SkipInvalid = Annotated[
@@ -178,6 +181,74 @@ def _print_seed_report(report: SeedReport, credentials: Path) -> None:
         credentials.write_text("name\trole\tpassword\n" + "\n".join(lines) + "\n")
         credentials.chmod(0o600)
         typer.echo(f"passwords kept in {credentials}")
+
+
+Name = Annotated[str, typer.Argument(help="The user's login name.")]
+PasswordOption = Annotated[
+    str | None, typer.Option(help="The password; a random one is made and printed if absent.")
+]
+
+
+@users_cli.command("add")
+def users_add(
+    name: Name,
+    role: Annotated[Role, typer.Option(help="labeler or admin.")] = Role.LABELER,
+    password: PasswordOption = None,
+    approved: Annotated[
+        bool, typer.Option("--approved", help="Skip screening: regular tasks at once.")
+    ] = False,
+) -> None:
+    """Create a user."""
+    _require_current_schema()
+    chosen = password or users.new_password()
+    try:
+        with transaction() as session:
+            users.create_user(session, name, role, chosen, approved=approved)
+    except ValueError as error:
+        _fail(str(error))
+    typer.echo(f"created {role.value} {name}" + ("" if password else f", password: {chosen}"))
+
+
+@users_cli.command("list")
+def users_list() -> None:
+    """List users: name, role, active, approved, UUID."""
+    _require_current_schema()
+    with transaction() as session:
+        for user in users.list_users(session):
+            state = "active" if user.is_active else "inactive"
+            approval = "approved" if user.is_approved else "screening"
+            typer.echo(f"{user.name}\t{user.role}\t{state}\t{approval}\t{user.uuid}")
+
+
+def _change_user(change: Callable[..., object], *args: str) -> None:
+    _require_current_schema()
+    try:
+        with transaction() as session:
+            change(session, *args)
+    except LookupError as error:
+        _fail(str(error.args[0]))
+
+
+@users_cli.command("deactivate")
+def users_deactivate(name: Name) -> None:
+    """Deactivate a user: they are logged out at their next request."""
+    _change_user(users.deactivate, name)
+    typer.echo(f"deactivated {name}")
+
+
+@users_cli.command("approve")
+def users_approve(name: Name) -> None:
+    """Open regular tasks to a labeler after screening."""
+    _change_user(users.approve, name)
+    typer.echo(f"approved {name}")
+
+
+@users_cli.command("reset-password")
+def users_reset_password(name: Name, password: PasswordOption = None) -> None:
+    """Set a new password (printed if made here) and end the user's sessions."""
+    chosen = password or users.new_password()
+    _change_user(users.reset_password, name, chosen)
+    typer.echo(f"password of {name} reset" + ("" if password else f": {chosen}"))
 
 
 def main() -> None:

@@ -50,3 +50,41 @@ def create_user(
     session.add(user)
     session.flush()
     return user
+
+
+def user_by_name(session: Session, name: str) -> User:
+    """The user with this name; raises LookupError naming it otherwise."""
+    user = session.scalar(select(User).where(User.name == name))
+    if user is None:
+        raise LookupError(f"there is no user named {name!r}")
+    return user
+
+
+def deactivate(session: Session, name: str) -> User:
+    """Deactivate a user; their open sessions end at their next request."""
+    user = user_by_name(session, name)
+    user.is_active = False
+    user.session_version += 1
+    session.flush()
+    return user
+
+
+def approve(session: Session, name: str) -> User:
+    """Open regular tasks to a labeler who passed screening."""
+    user = user_by_name(session, name)
+    user.is_approved = True
+    session.flush()
+    return user
+
+
+def reset_password(session: Session, name: str, password: str) -> User:
+    """Set a new password and end the user's open sessions."""
+    user = user_by_name(session, name)
+    user.password_hash = hash_password(password)
+    user.session_version += 1
+    session.flush()
+    return user
+
+
+def list_users(session: Session) -> list[User]:
+    return list(session.scalars(select(User).order_by(User.role, User.name)))

@@ -1,0 +1,221 @@
+"""The labeling pages over HTTP: access rules, CSRF, submitting, and the small pages."""
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session
+
+from app.main import create_app
+from app.models import Label, Role
+from app.templating import math_text
+from app.users import deactivate
+from tests.factories import PASSWORD, make_solution
+from tests.web import add_user, csrf_from, log_in
+
+STEPS = ["Add: $2+2=4$.", "So $4$.\n\n# Answer\n\n4"]
+SOLVED = {
+    "steps": [{"rating": 1}, {"rating": 0}],
+    "finish_reason": "solution",
+    "total_time": 1500,
+}
+
+
+@pytest.fixture
+def app_client(engine: Engine) -> Iterator[TestClient]:
+    with TestClient(create_app()) as client:
+        yield client
+
+
+@pytest.fixture
+def queued(engine: Engine) -> list[int]:
+    with Session(engine) as session:
+        ids = [make_solution(session, STEPS).id for _ in range(3)]
+        session.commit()
+    return ids
+
+
+def task_id(html: str) -> int:
+    match = re.search(r'data-task-id="(\d+)"', html)
+    assert match, "no task on the page"
+    return int(match.group(1))
+
+
+def labeler(client: TestClient, engine: Engine, name: str = "alice") -> str:
+    add_user(engine, name)
+    return log_in(client, name)
+
+
+def test_logged_out_pages_redirect_and_the_api_answers_401(app_client: TestClient) -> None:
+    page = app_client.get("/label/next", follow_redirects=False)
+    assert page.status_code == 303
+    assert page.headers["location"] == "/login?next=%2Flabel%2Fnext"
+    fragment = app_client.get("/label/next", headers={"HX-Request": "true"})
+    assert fragment.headers["HX-Redirect"].startswith("/login")
+    api = app_client.post("/api/tasks/1/label", json=SOLVED)
+    assert api.status_code in (401, 403)
+
+
+def test_a_labeler_cannot_open_admin_pages(app_client: TestClient, engine: Engine) -> None:
+    token = labeler(app_client, engine)
+    for path in ("/admin", "/admin/problems/1", "/admin/guidelines"):
+        response = app_client.get(path)
+        assert response.status_code == 403, path
+        assert "admins" in response.text
+    edit = app_client.post("/admin/guidelines", data={"text": "hijacked", "csrf_token": token})
+    assert edit.status_code == 403
+    assert "hijacked" not in app_client.get("/guidelines").text
+
+
+def test_a_labeler_cannot_touch_another_labelers_task(
+    app_client: TestClient, engine: Engine, queued: list[int]
+) -> None:
+    labeler(app_client, engine, "alice")
+    alices_task = task_id(app_client.get("/label/next").text)
+    with TestClient(create_app()) as bob:
+        token = labeler(bob, engine, "bob")
+        headers = {"X-CSRF-Token": token}
+        assert (
+            bob.post(f"/api/tasks/{alices_task}/label", json=SOLVED, headers=headers).status_code
+            == 404
+        )
+        assert bob.post(f"/api/tasks/{alices_task}/heartbeat", headers=headers).status_code == 404
+        assert task_id(bob.get("/label/next").text) != alices_task
+    with Session(engine) as session:
+        assert session.scalar(select(func.count()).select_from(Label)) == 0
+
+
+def test_state_changes_need_the_csrf_token(
+    app_client: TestClient, engine: Engine, queued: list[int]
+) -> None:
+    token = labeler(app_client, engine)
+    task = task_id(app_client.get("/label/next").text)
+    refused = app_client.post(f"/api/tasks/{task}/label", json=SOLVED)
+    assert refused.status_code == 403
+    wrong = app_client.post(
+        f"/api/tasks/{task}/label", json=SOLVED, headers={"X-CSRF-Token": token + "x"}
+    )
+    assert wrong.status_code == 403
+    with TestClient(create_app()) as other:
+        login = other.post("/login", data={"name": "alice", "password": "x"})
+        assert login.status_code == 403
+
+
+def test_submit_is_idempotent_and_rules_answer_422(
+    app_client: TestClient, engine: Engine, queued: list[int]
+) -> None:
+    headers = {"X-CSRF-Token": labeler(app_client, engine)}
+    task = task_id(app_client.get("/label/next").text)
+    url = f"/api/tasks/{task}/label"
+    broken = {**SOLVED, "steps": [{"rating": -1}, {"rating": 1}]}
+    rejected = app_client.post(url, json=broken, headers=headers)
+    assert rejected.status_code == 422
+    assert "no steps after it" in rejected.json()["detail"]
+    first = app_client.post(url, json=SOLVED, headers=headers)
+    again = app_client.post(url, json=SOLVED, headers=headers)
+    assert first.json()["created"] is True and again.json() == {
+        "label_id": first.json()["label_id"],
+        "created": False,
+    }
+    assert task_id(app_client.get("/label/next").text) != task
+    with Session(engine) as session:
+        assert session.scalar(select(func.count()).select_from(Label)) == 1
+
+
+def test_next_task_fragment_for_htmx(
+    app_client: TestClient, engine: Engine, queued: list[int]
+) -> None:
+    labeler(app_client, engine)
+    fragment = app_client.get("/label/next", headers={"HX-Request": "true"}).text
+    assert "<html" not in fragment and 'id="task"' in fragment
+    assert fragment.count('aria-label="positive"') == len(STEPS)
+
+
+def test_login_attempts_are_rate_limited(app_client: TestClient, engine: Engine) -> None:
+    add_user(engine, "alice")
+    token = csrf_from(app_client.get("/login").text)
+    for _ in range(5):
+        failed = app_client.post(
+            "/login", data={"name": "alice", "password": "wrong", "csrf_token": token}
+        )
+        assert failed.status_code == 401
+        assert "do not match" in failed.text
+    blocked = app_client.post(
+        "/login", data={"name": "alice", "password": PASSWORD, "csrf_token": token}
+    )
+    assert blocked.status_code == 429
+    assert "Too many failed attempts" in blocked.text
+
+
+def test_a_deactivated_user_is_logged_out(app_client: TestClient, engine: Engine) -> None:
+    labeler(app_client, engine)
+    assert app_client.get("/me").status_code == 200
+    with Session(engine) as session:
+        deactivate(session, "alice")
+        session.commit()
+    response = app_client.get("/me", follow_redirects=False)
+    assert response.status_code == 303 and response.headers["location"].startswith("/login")
+
+
+def test_session_cookie_flags(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    add_user(engine, "alice")
+    monkeypatch.setenv("STEPLABEL_SECURE_COOKIES", "true")
+    from app.config import get_settings
+
+    get_settings.cache_clear()
+    with TestClient(create_app(), base_url="https://testserver") as client:
+        response = client.get("/login")
+    cookie = response.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=lax" in cookie and "secure" in cookie
+
+
+def test_guidelines_are_editable_by_admins_and_rendered_safely(
+    app_client: TestClient, engine: Engine
+) -> None:
+    add_user(engine, "admin", role=Role.ADMIN)
+    token = log_in(app_client, "admin")
+    text = "# Our rules\n\nRate **carefully**.\n\n<script>alert(1)</script>\n"
+    saved = app_client.post(
+        "/admin/guidelines", data={"text": text, "csrf_token": token}, follow_redirects=False
+    )
+    assert saved.status_code == 303
+    page = app_client.get("/guidelines").text
+    assert "<h1>Our rules</h1>" in page and "<strong>carefully</strong>" in page
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
+
+
+def test_default_guidelines_explain_the_ratings(app_client: TestClient, engine: Engine) -> None:
+    labeler(app_client, engine)
+    page = app_client.get("/guidelines").text
+    for word in ("Positive", "Neutral", "Negative", "Bad problem", "Give up"):
+        assert word in page
+
+
+def test_my_work_counts_tasks_and_median_time(
+    app_client: TestClient, engine: Engine, queued: list[int]
+) -> None:
+    headers = {"X-CSRF-Token": labeler(app_client, engine)}
+    for total_time in (0, 0):
+        task = task_id(app_client.get("/label/next").text)
+        body = {**SOLVED, "total_time": total_time}
+        assert app_client.post(f"/api/tasks/{task}/label", json=body, headers=headers).is_success
+    page = app_client.get("/me").text
+    assert re.search(r"Tasks today \(UTC\)</dt><dd>2</dd>", page)
+    assert re.search(r"Tasks in total</dt><dd>2</dd>", page)
+    assert re.search(r"Median time per task</dt>\s*<dd>0:00</dd>", page)
+
+
+def test_unapproved_labeler_without_screening_waits(app_client: TestClient, engine: Engine) -> None:
+    add_user(engine, "newcomer", approved=False)
+    log_in(app_client, "newcomer")
+    page = app_client.get("/label/next").text
+    assert "your screening is done" in page
+
+
+def test_math_text_escapes_and_shows_asymptote_as_code() -> None:
+    html = str(math_text("Let $x<y$.<script>x()</script>\n[asy]draw((0,0)--(1,1));[/asy] done"))
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "$x&lt;y$" in html
+    assert '<pre class="asy"><code>draw((0,0)--(1,1));</code></pre>' in html

@@ -1,0 +1,65 @@
+"""The users commands: add, list, deactivate, approve, reset-password."""
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+from typer.testing import CliRunner
+
+from app.cli import cli
+from app.models import User
+from app.users import verify_password
+
+runner = CliRunner()
+
+
+def user(engine: Engine, name: str) -> User:
+    with Session(engine) as session:
+        return session.scalars(select(User).where(User.name == name)).one()
+
+
+def test_add_list_approve_deactivate(engine: Engine) -> None:
+    added = runner.invoke(cli, ["users", "add", "carol"])
+    assert added.exit_code == 0, added.output
+    password = added.stdout.rsplit("password: ", 1)[1].strip()
+    carol = user(engine, "carol")
+    assert carol.role == "labeler" and carol.is_active and not carol.is_approved
+    assert verify_password(carol.password_hash, password)
+
+    admin = runner.invoke(cli, ["users", "add", "dana", "--role", "admin", "--password", "pw-1"])
+    assert admin.exit_code == 0 and "pw-1" not in admin.stdout
+    assert verify_password(user(engine, "dana").password_hash, "pw-1")
+
+    assert runner.invoke(cli, ["users", "approve", "carol"]).exit_code == 0
+    assert user(engine, "carol").is_approved
+
+    listed = runner.invoke(cli, ["users", "list"]).stdout.splitlines()
+    assert listed == [
+        f"dana\tadmin\tactive\tapproved\t{user(engine, 'dana').uuid}",
+        f"carol\tlabeler\tactive\tapproved\t{carol.uuid}",
+    ]
+
+    version = user(engine, "carol").session_version
+    assert runner.invoke(cli, ["users", "deactivate", "carol"]).exit_code == 0
+    after = user(engine, "carol")
+    assert not after.is_active and after.session_version == version + 1
+
+
+def test_errors_are_clear(engine: Engine) -> None:
+    runner.invoke(cli, ["users", "add", "carol", "--password", "x"])
+    duplicate = runner.invoke(cli, ["users", "add", "carol"])
+    assert duplicate.exit_code == 1 and "already exists" in duplicate.stderr
+    missing = runner.invoke(cli, ["users", "deactivate", "nobody"])
+    assert missing.exit_code == 1 and "no user named 'nobody'" in missing.stderr
+    bad_role = runner.invoke(cli, ["users", "add", "eve", "--role", "boss"])
+    assert bad_role.exit_code == 2
+
+
+def test_reset_password_ends_sessions(engine: Engine) -> None:
+    runner.invoke(cli, ["users", "add", "carol", "--password", "old"])
+    before = user(engine, "carol").session_version
+    reset = runner.invoke(cli, ["users", "reset-password", "carol", "--password", "new"])
+    assert reset.exit_code == 0
+    after = user(engine, "carol")
+    assert verify_password(after.password_hash, "new") and not verify_password(
+        after.password_hash, "old"
+    )
+    assert after.session_version == before + 1
