@@ -65,6 +65,13 @@ class QueueState(enum.StrEnum):
     """Labeled by as many labelers as its overlap asks for."""
 
 
+class TaskStyle(enum.StrEnum):
+    PHASE2 = "phase2"
+    """Rate the steps one by one; a negative step ends the solution (PRM800K phase 2)."""
+    PHASE1 = "phase1"
+    """Rate every candidate of each step, then continue with one, or with your own step."""
+
+
 SCREENING_GENERATION = -1
 """PRM800K's generation for the initial screening questions new labelers answer first."""
 
@@ -123,6 +130,7 @@ class Solution(Base):
     __tablename__ = "solutions"
     __table_args__ = (
         CheckConstraint("queue_state IN ('not_queued', 'open', 'full')", name="queue_state"),
+        CheckConstraint("style IN ('phase1', 'phase2')", name="style"),
         # The labeling queue: open solutions by generation, then queue order.
         Index("ix_solutions_queue", "queue_state", "generation", "id"),
     )
@@ -139,6 +147,7 @@ class Solution(Base):
     """The active-learning generation that queued this solution for labeling."""
     alternatives: Mapped[list[list[str]] | None] = mapped_column(NullableJSON)
     """Per step, other candidate completions a labeler rates beside (or instead of) it."""
+    style: Mapped[str] = mapped_column(String(8), default=TaskStyle.PHASE2.value)
     queue_state: Mapped[str] = mapped_column(String(16), default=QueueState.NOT_QUEUED.value)
     overlap: Mapped[int | None] = mapped_column(Integer)
     """Distinct labelers wanted for this solution; null means the project's setting."""

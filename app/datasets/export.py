@@ -14,7 +14,7 @@ from sqlalchemy import Select, or_, select
 from sqlalchemy.orm import Session
 
 from app import prm800k
-from app.models import Label, LabelStep, Problem, Solution, StepCompletion, User
+from app.models import Label, LabelStep, Problem, Solution, StepCompletion, TaskStyle, User
 
 CHUNK_SIZE = 1000
 
@@ -76,6 +76,7 @@ _LABEL_COLUMNS = (
     Solution.steps,
     Solution.answer,
     Solution.verifier_score,
+    Solution.style,
 )
 
 
@@ -134,9 +135,9 @@ def _steps_by_label(session: Session, label_ids: list[int]) -> dict[int, list[di
 
 
 def _record(label: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
-    pre_generated = (
-        None if label.solution_id is None else (label.steps, label.answer, label.verifier_score)
-    )
+    # Phase-1 labels (imported ones have no solution) show the question as phase 1 did.
+    phase1 = label.solution_id is None or label.style == TaskStyle.PHASE1.value
+    pre_generated = None if phase1 else (label.steps, label.answer, label.verifier_score)
     return prm800k.record_dict(
         labeler=label.uuid,
         timestamp=label.timestamp,

@@ -28,7 +28,7 @@ from app.datasets.store import (
     SolutionSpec,
     Store,
 )
-from app.models import QueueState
+from app.models import QueueState, TaskStyle
 
 BATCH_SIZE = 1000
 T = TypeVar("T")
@@ -319,7 +319,9 @@ class SolutionLine(_Lenient):
     generator: str | None = None
     id: str | int | None = None
     alternatives: list[list[str]] | None = None
-    """Per step, other ways to write it, rated when that step is rated negative."""
+    """Per step, other ways to write it: rated at a negative step (phase 2), or always."""
+    style: TaskStyle = TaskStyle.PHASE2
+    """phase1: labelers rate every candidate of each step and choose one to continue."""
 
     @model_validator(mode="after")
     def _complete(self) -> "SolutionLine":
@@ -377,6 +379,7 @@ def import_solutions(
                 generation=generation,
                 queue_state=queue_state,
                 alternatives=item.value.alternatives,
+                style=item.value.style,
             )
             for item, problem_id in zip(batch, problem_ids, strict=True)
         ]

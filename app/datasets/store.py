@@ -21,6 +21,7 @@ from app.models import (
     Role,
     Solution,
     StepCompletion,
+    TaskStyle,
     User,
 )
 
@@ -72,6 +73,7 @@ class SolutionSpec:
     generation: int | None = None
     queue_state: QueueState = QueueState.NOT_QUEUED
     alternatives: list[list[str]] | None = None
+    style: TaskStyle = TaskStyle.PHASE2
 
     @property
     def content_key(self) -> str:
@@ -264,6 +266,7 @@ class Store:
                 "generation": spec.generation,
                 "queue_state": spec.queue_state.value,
                 "alternatives": spec.alternatives,
+                "style": spec.style.value,
             }
             for key, spec in new.items()
         ]

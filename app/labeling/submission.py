@@ -1,9 +1,16 @@
 """What a labeler submits for a task, the rules it must follow, and saving it as a label.
 
-The labeling page sends one rating per step it revealed, in order. A negative rating ends
-the solution (``found_error``), and there the labeler also rates the step's alternative
-completions when the data holds any. Rating the final step positive or neutral ends it as
-``solution``. ``give_up`` and ``bad_problem`` end it early with a reason.
+The labeling page sends one rating per step it revealed, in order.
+
+Phase-2 tasks (the default): a negative rating ends the solution (``found_error``), and
+there the labeler also rates the step's alternative completions when the data holds any.
+Rating the final step positive or neutral ends it as ``solution``.
+
+Phase-1 tasks: each step has several candidates (the step and its alternatives); the
+labeler rates them all, then continues with one rated positive or neutral, or writes their
+own step when none is positive. Rating every step this way ends it as ``solution``.
+
+In both, ``give_up`` and ``bad_problem`` end the task early with a reason.
 """
 
 from dataclasses import dataclass
@@ -26,6 +33,7 @@ from app.models import (
     QueueState,
     Solution,
     StepCompletion,
+    TaskStyle,
     User,
     utc_now,
 )
@@ -41,7 +49,11 @@ class StepInput(BaseModel):
     rating: Rating
     flagged: bool = False
     alternative_ratings: list[Rating] = []
-    """Ratings of the step's alternative completions, given at the step rated negative."""
+    """Ratings of the step's alternative completions (phase 2: at the negative step only)."""
+    chosen: int | None = None
+    """Phase 1: the candidate the labeler continued with (0 is the step itself)."""
+    human_text: Annotated[str, Field(max_length=5000)] | None = None
+    """Phase 1: the labeler's own step, when no candidate was positive."""
 
 
 class SubmissionInput(BaseModel):
@@ -62,12 +74,26 @@ def check_submission(solution: Solution, submission: SubmissionInput) -> None:
     """Raise SubmissionError unless the ratings follow the rules for this solution."""
     steps = solution.steps or []
     rated = submission.steps
-    reason = submission.finish_reason
     if len(rated) > len(steps):
         raise SubmissionError(f"the solution has {len(steps)} steps, {len(rated)} were rated")
+    if solution.style == TaskStyle.PHASE1.value:
+        _check_phase1(solution, submission)
+    else:
+        _check_phase2(solution, submission)
+    if submission.finish_reason in (FinishReason.GIVE_UP, FinishReason.BAD_PROBLEM) and not (
+        submission.note.strip()
+    ):
+        raise SubmissionError(f"{submission.finish_reason.value}: say why, in a few words")
+
+
+def _check_phase2(solution: Solution, submission: SubmissionInput) -> None:
+    rated = submission.steps
+    reason = submission.finish_reason
     if any(step.rating == -1 for step in rated[:-1]):
         raise SubmissionError("a negative rating ends the solution: no steps after it")
     for index, step in enumerate(rated):
+        if step.chosen is not None or step.human_text is not None:
+            raise SubmissionError(f"step {index + 1}: choices are for phase-1 tasks")
         wanted = len(_alternatives(solution, index)) if step.rating == -1 else 0
         if len(step.alternative_ratings) != wanted:
             raise SubmissionError(
@@ -78,13 +104,35 @@ def check_submission(solution: Solution, submission: SubmissionInput) -> None:
     ends_negative = bool(rated) and rated[-1].rating == -1
     if reason == FinishReason.FOUND_ERROR and not ends_negative:
         raise SubmissionError("found_error needs the last rated step to be negative")
-    if reason == FinishReason.SOLUTION and (len(rated) != len(steps) or ends_negative):
+    if reason == FinishReason.SOLUTION and (
+        len(rated) != len(solution.steps or []) or ends_negative
+    ):
         raise SubmissionError("solution needs every step rated, none negative")
-    if reason in (FinishReason.GIVE_UP, FinishReason.BAD_PROBLEM):
-        if ends_negative:
-            raise SubmissionError("a negative step ends the task as found_error")
-        if not submission.note.strip():
-            raise SubmissionError(f"{reason.value}: say why, in a few words")
+    if reason in (FinishReason.GIVE_UP, FinishReason.BAD_PROBLEM) and ends_negative:
+        raise SubmissionError("a negative step ends the task as found_error")
+
+
+def _check_phase1(solution: Solution, submission: SubmissionInput) -> None:
+    if submission.finish_reason == FinishReason.FOUND_ERROR:
+        raise SubmissionError("phase-1 tasks end as a solution, or by giving up")
+    for index, step in enumerate(submission.steps):
+        ratings = [step.rating, *step.alternative_ratings]
+        candidates = 1 + len(_alternatives(solution, index))
+        if len(ratings) != candidates:
+            raise SubmissionError(f"step {index + 1}: rate all {candidates} candidates")
+        if step.human_text is not None:
+            if step.chosen is not None or not step.human_text.strip():
+                raise SubmissionError(f"step {index + 1}: choose a candidate or write a step")
+            if 1 in ratings:
+                raise SubmissionError(f"step {index + 1}: a candidate is positive: choose it")
+        elif step.chosen is None or not 0 <= step.chosen < len(ratings):
+            raise SubmissionError(f"step {index + 1}: choose the candidate to continue with")
+        elif ratings[step.chosen] == -1:
+            raise SubmissionError(f"step {index + 1}: continue with a candidate that is not wrong")
+    if submission.finish_reason == FinishReason.SOLUTION and len(submission.steps) != len(
+        solution.steps or []
+    ):
+        raise SubmissionError("solution needs every step rated and continued")
 
 
 def _alternatives(solution: Solution, index: int) -> list[str]:
@@ -169,10 +217,20 @@ def _label_step(solution: Solution, index: int, step: StepInput) -> LabelStep:
     texts = [(solution.steps or [])[index], *_alternatives(solution, index)]
     ratings = [step.rating, *step.alternative_ratings]
     flags = [step.flagged] + [False] * len(step.alternative_ratings)
+    if solution.style == TaskStyle.PHASE1.value:
+        chosen = step.chosen
+    else:
+        # The labeler went on with the step unless it was wrong, as PRM800K records it.
+        chosen = None if step.rating == -1 else 0
+    human = (
+        {"text": step.human_text.strip(), "rating": None, "source": "human", "flagged": False}
+        if step.human_text is not None
+        else None
+    )
     return LabelStep(
         step_index=index,
-        # The labeler went on with the step unless it was wrong, as PRM800K records it.
-        chosen_completion=None if step.rating == -1 else 0,
+        chosen_completion=chosen,
+        human_completion=human,
         completions=[
             StepCompletion(completion_index=i, text=text, rating=rating, flagged=flag)
             for i, (text, rating, flag) in enumerate(zip(texts, ratings, flags, strict=False))

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-22 04:46:18.387476
+Create Date: 2026-11-22 05:03:33.939512
 """
 
 from collections.abc import Sequence
@@ -84,6 +84,7 @@ def upgrade() -> None:
         sa.Column("source_id", sa.String(length=255), nullable=True),
         sa.Column("generation", sa.Integer(), nullable=True),
         sa.Column("alternatives", sa.JSON(none_as_null=True), nullable=True),
+        sa.Column("style", sa.String(length=8), nullable=False),
         sa.Column("queue_state", sa.String(length=16), nullable=False),
         sa.Column("overlap", sa.Integer(), nullable=True),
         sa.Column("completed_count", sa.Integer(), nullable=False),
@@ -91,6 +92,7 @@ def upgrade() -> None:
         sa.CheckConstraint(
             "queue_state IN ('not_queued', 'open', 'full')", name=op.f("ck_solutions_queue_state")
         ),
+        sa.CheckConstraint("style IN ('phase1', 'phase2')", name=op.f("ck_solutions_style")),
         sa.ForeignKeyConstraint(
             ["problem_id"], ["problems.id"], name=op.f("fk_solutions_problem_id_problems")
         ),

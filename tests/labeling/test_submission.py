@@ -184,3 +184,69 @@ def test_a_lease_taken_over_cannot_be_submitted(session: Session) -> None:
     assert taken is not None and taken.id == assignment.id
     with pytest.raises(SubmissionError, match="no longer yours"):
         save_label(session, assignment, alice, submission([1, 1, 1], "solution"), overlap=1)
+
+
+PHASE1_ALTERNATIVES = [["First, $1+1=2$."], ["Then $2+2=4$.", "Then $4$."], []]
+
+
+def phase1_step(rating: int, alternatives: list[int], **choice: object) -> dict[str, object]:
+    return {"rating": rating, "alternative_ratings": alternatives, **choice}
+
+
+@pytest.mark.parametrize(
+    ("steps", "reason", "message"),
+    [
+        ([phase1_step(1, [1], chosen=0)], "found_error", "end as a solution, or by giving up"),
+        ([phase1_step(1, [], chosen=0)], "give_up", "rate all 2 candidates"),
+        ([phase1_step(1, [1])], "give_up", "choose the candidate to continue with"),
+        ([phase1_step(1, [-1], chosen=1)], "give_up", "not wrong"),
+        ([phase1_step(1, [0], human_text="Mine.")], "give_up", "a candidate is positive"),
+        ([phase1_step(0, [-1], chosen=0, human_text="x")], "give_up", "choose a candidate or"),
+        ([phase1_step(1, [1], chosen=0)], "solution", "every step rated and continued"),
+    ],
+)
+def test_phase1_rules(
+    session: Session, steps: list[dict[str, object]], reason: str, message: str
+) -> None:
+    solution = make_solution(session, STEPS, alternatives=PHASE1_ALTERNATIVES)
+    solution.style = "phase1"
+    with pytest.raises(SubmissionError, match=message):
+        check_submission(solution, submission([], reason, steps=steps, note="hard"))
+
+
+def test_a_phase1_label_keeps_choices_and_human_steps(session: Session) -> None:
+    assignment = lease(session, alternatives=PHASE1_ALTERNATIVES)
+    assignment.solution.style = "phase1"
+    session.flush()
+    steps = [
+        phase1_step(0, [1], chosen=1, flagged=True),
+        phase1_step(-1, [-1, 0], human_text="Then $2+2=4$, so far so good."),
+        phase1_step(1, [], chosen=0),
+    ]
+    later = NOW + timedelta(seconds=1)
+    save_label(
+        session,
+        assignment,
+        assignment.labeler,
+        submission([], "solution", steps=steps),
+        overlap=1,
+        now=later,
+    )
+    out = io.StringIO()
+    write_export(session, out, ExportFilter())
+    record = prm800k.parse_line(out.getvalue())
+    # Phase-1 labels export the question as PRM800K's phase 1 wrote it.
+    assert isinstance(record.question, prm800k.Phase1Question)
+    first, second, third = record.label.steps
+    assert [(c.text, c.rating, c.flagged) for c in first.completions] == [
+        (STEPS[0], 0, True),
+        ("First, $1+1=2$.", 1, False),
+    ]
+    assert first.chosen_completion == 1 and first.human_completion is None
+    assert second.chosen_completion is None
+    assert second.human_completion is not None
+    assert second.human_completion.text == "Then $2+2=4$, so far so good."
+    assert second.human_completion.source == "human"
+    assert [c.rating for c in second.completions] == [-1, -1, 0]
+    assert third.chosen_completion == 0
+    assert record.label.finish_reason == "solution"
