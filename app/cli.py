@@ -20,7 +20,9 @@ from app.datasets.reading import ImportLineError, read_files
 from app.db import get_engine, transaction
 from app.models import Role
 
-cli = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
+cli = typer.Typer(
+    help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False
+)
 import_cli = typer.Typer(help="Import JSONL files; each command is one transaction.")
 cli.add_typer(import_cli, name="import")
 users_cli = typer.Typer(help="Labelers and admins.", no_args_is_help=True)

@@ -35,6 +35,7 @@ class TaskView:
     reference_answer: str | None
     steps: list[str]
     alternatives: list[list[str]]
+    style: str
     expires_at: datetime
 
 
@@ -51,6 +52,7 @@ def task_view(session: Session, assignment: Assignment) -> TaskView:
         reference_answer=problem.ground_truth_answer,
         steps=steps,
         alternatives=alternatives[: len(steps)],
+        style=solution.style,
         expires_at=assignment.expires_at,
     )
 

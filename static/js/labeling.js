@@ -1,5 +1,9 @@
 // The labeling page: reveal steps one at a time, rate them with keys or buttons, submit.
 //
+// Phase-2 tasks: a negative step ends the solution (after rating its alternatives, if any).
+// Phase-1 tasks: rate every candidate of a step, continue with the best one (or choose
+// another, or write your own when none is positive), and go on to the next step.
+//
 // Ratings live here until submit, and in localStorage so a reload or a crash loses
 // nothing. Submitting is idempotent on the server, so a retry is always safe.
 (function () {
@@ -17,17 +21,23 @@
     task = null;
     if (!section || !section.dataset.taskId) return;
     var steps = Array.prototype.slice.call(section.querySelectorAll("li.step"));
+    var phase1 = section.dataset.style === "phase1";
     task = {
       section: section,
       id: section.dataset.taskId,
+      phase1: phase1,
       steps: steps,
       ratings: steps.map(function () { return null; }),
       flags: steps.map(function () { return false; }),
+      // Ratings of each step's other candidates (phase 1) or alternatives (phase 2).
       alternatives: steps.map(function (step) {
-        return Array.prototype.map.call(step.querySelectorAll("li.alternative"), function () {
-          return null;
-        });
+        var others = phase1
+          ? Array.prototype.slice.call(step.querySelectorAll("li.candidate"), 1)
+          : step.querySelectorAll("li.alternative");
+        return Array.prototype.map.call(others, function () { return null; });
       }),
+      chosen: steps.map(function () { return null; }),
+      human: steps.map(function () { return null; }),
       history: [],
       elapsed: 0,
       visibleSince: document.hidden ? null : Date.now(),
@@ -41,7 +51,14 @@
   }
 
   // The first step not yet rated, or the step rated negative; steps.length when done.
+  // Phase 1: the first step the labeler has not continued from.
   function frontier() {
+    if (task.phase1) {
+      for (var j = 0; j < task.ratings.length; j++) {
+        if (task.chosen[j] === null && task.human[j] === null) return j;
+      }
+      return task.ratings.length;
+    }
     for (var i = 0; i < task.ratings.length; i++) {
       if (task.ratings[i] === null || task.ratings[i] === -1) return i;
     }
@@ -53,13 +70,49 @@
     var k = frontier();
     if (k === task.ratings.length) return null;
     if (task.ratings[k] === null) return { step: k };
+    if (!task.phase1 && task.ratings[k] !== -1) return null;
     var open = task.alternatives[k].indexOf(null);
     return open === -1 ? null : { step: k, alternative: open };
+  }
+
+  // Phase 1: the ratings of step i's candidates, the step itself first.
+  function candidateRatings(i) {
+    return [task.ratings[i]].concat(task.alternatives[i]);
+  }
+
+  // Phase 1: continue with the best candidate once all are rated, unless one is chosen.
+  function settleChoice(i) {
+    var ratings = candidateRatings(i);
+    if (task.chosen[i] !== null && ratings[task.chosen[i]] === -1) task.chosen[i] = null;
+    if (task.chosen[i] !== null || task.human[i] !== null || ratings.indexOf(null) !== -1) return;
+    var best = ratings.indexOf(1) !== -1 ? ratings.indexOf(1) : ratings.indexOf(0);
+    if (best !== -1) task.chosen[i] = best;
+  }
+
+  function choose(step, candidate) {
+    var ratings = candidateRatings(step);
+    if (ratings.indexOf(null) !== -1 || ratings[candidate] === null || ratings[candidate] === -1) return;
+    task.history.push({ step: step, choice: true, chosen: task.chosen[step], human: task.human[step] });
+    task.chosen[step] = candidate;
+    task.human[step] = null;
+    changed();
+  }
+
+  function useHuman(step) {
+    var text = task.steps[step].querySelector(".human-step textarea").value.trim();
+    if (!text || candidateRatings(step).indexOf(1) !== -1) return;
+    task.history.push({ step: step, choice: true, chosen: task.chosen[step], human: task.human[step] });
+    task.human[step] = text;
+    task.chosen[step] = null;
+    // Back to the keys: the next step's ratings, or Enter to submit.
+    if (document.activeElement) document.activeElement.blur();
+    changed();
   }
 
   function finishReason() {
     var k = frontier();
     if (k === task.ratings.length) return "solution";
+    if (task.phase1) return null;
     if (task.ratings[k] === -1 && task.alternatives[k].indexOf(null) === -1) return "found_error";
     return null;
   }
@@ -68,16 +121,24 @@
     if (task.sending || step > frontier()) return;
     var list = alternative === undefined ? task.ratings : task.alternatives[step];
     var index = alternative === undefined ? step : alternative;
-    task.history.push({ step: step, alternative: alternative, before: list[index] });
+    task.history.push({
+      step: step, alternative: alternative, before: list[index],
+      chosen: task.chosen[step], human: task.human[step],
+    });
     list[index] = value;
+    if (task.phase1) settleChoice(step);
     changed();
   }
 
   function undo() {
     var last = task.history.pop();
     if (!last) return;
-    if (last.alternative === undefined) task.ratings[last.step] = last.before;
-    else task.alternatives[last.step][last.alternative] = last.before;
+    if (!last.choice) {
+      if (last.alternative === undefined) task.ratings[last.step] = last.before;
+      else task.alternatives[last.step][last.alternative] = last.before;
+    }
+    task.chosen[last.step] = last.chosen;
+    task.human[last.step] = last.human;
     changed();
   }
 
@@ -101,6 +162,10 @@
     var current = target();
     task.steps.forEach(function (step, i) {
       step.hidden = i > k;
+      if (task.phase1) {
+        renderCandidates(step, i, current);
+        return;
+      }
       step.classList.toggle("current", !!current && current.step === i && current.alternative === undefined);
       markPressed(step.querySelector(".step-controls"), task.ratings[i]);
       var flag = step.querySelector('[data-action="flag"]');
@@ -121,9 +186,37 @@
     if (focus) focus.scrollIntoView({ block: "nearest" });
   }
 
+  function renderCandidates(step, i, current) {
+    var ratings = candidateRatings(i);
+    step.querySelectorAll("li.candidate").forEach(function (item, c) {
+      markPressed(item.querySelector(".step-controls"), ratings[c]);
+      var choice = item.querySelector('[data-action="choose"]');
+      choice.setAttribute("aria-pressed", String(task.chosen[i] === c));
+      choice.disabled = ratings.indexOf(null) !== -1 || ratings[c] === -1;
+      item.classList.toggle("chosen", task.chosen[i] === c);
+      var isTarget = !!current && current.step === i &&
+        (c === 0 ? current.alternative === undefined : current.alternative === c - 1);
+      item.classList.toggle("current", isTarget);
+    });
+    step.querySelector('[data-action="flag"]').setAttribute("aria-pressed", String(task.flags[i]));
+    var human = step.querySelector(".human-step");
+    human.hidden = ratings.indexOf(null) !== -1 || ratings.indexOf(1) !== -1;
+    human.classList.toggle("used", task.human[i] !== null);
+    if (!human.hidden && task.chosen[i] === null && task.human[i] === null) {
+      human.querySelector("textarea").focus();
+    }
+  }
+
   function describe(k, current, reason) {
     if (reason === "solution") return "All steps rated. Press Enter to submit.";
     if (reason === "found_error") return "Error found at step " + (k + 1) + ". Press Enter to submit.";
+    if (task.phase1 && !current && k < task.steps.length) {
+      return "No candidate of step " + (k + 1) + " is positive: write the step yourself.";
+    }
+    if (task.phase1 && current) {
+      return "Rate candidate " + ((current.alternative === undefined ? 0 : current.alternative + 1) + 1) +
+        " of step " + (k + 1) + ".";
+    }
     if (current && current.alternative !== undefined) {
       return "Rate alternative " + (current.alternative + 1) + " of step " + (k + 1) + ".";
     }
@@ -142,8 +235,30 @@
     status.classList.toggle("error", !!isError);
   }
 
+  function wireCandidates(step, i) {
+    step.querySelectorAll("li.candidate").forEach(function (item, c) {
+      var alternative = c === 0 ? undefined : c - 1;
+      item.querySelectorAll("[data-rating]").forEach(function (button) {
+        button.addEventListener("click", function () { rate(i, alternative, Number(button.dataset.rating)); });
+      });
+      item.querySelector('[data-action="choose"]').addEventListener("click", function () { choose(i, c); });
+    });
+    step.querySelector('[data-action="flag"]').addEventListener("click", function () { toggleFlag(i); });
+    step.querySelector('[data-action="use-human"]').addEventListener("click", function () { useHuman(i); });
+    step.querySelector(".human-step textarea").addEventListener("keydown", function (event) {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+        event.preventDefault();
+        useHuman(i);
+      }
+    });
+  }
+
   function wireButtons() {
     task.steps.forEach(function (step, i) {
+      if (task.phase1) {
+        wireCandidates(step, i);
+        return;
+      }
       step.querySelectorAll(".step-controls [data-rating]").forEach(function (button) {
         button.addEventListener("click", function () { rate(i, undefined, Number(button.dataset.rating)); });
       });
@@ -188,6 +303,16 @@
     var count = reason === "found_error" ? k + 1 : reason === "solution" ? task.steps.length : k;
     var steps = [];
     for (var i = 0; i < count; i++) {
+      if (task.phase1) {
+        steps.push({
+          rating: task.ratings[i],
+          flagged: task.flags[i],
+          alternative_ratings: task.alternatives[i],
+          chosen: task.chosen[i],
+          human_text: task.human[i],
+        });
+        continue;
+      }
       steps.push({
         rating: task.ratings[i],
         flagged: task.flags[i],
@@ -285,7 +410,10 @@
   }
 
   function saveDraft() {
-    var draft = { ratings: task.ratings, flags: task.flags, alternatives: task.alternatives, elapsed: elapsedMs() };
+    var draft = {
+      ratings: task.ratings, flags: task.flags, alternatives: task.alternatives,
+      chosen: task.chosen, human: task.human, elapsed: elapsedMs(),
+    };
     try {
       localStorage.setItem(draftKey(), JSON.stringify(draft));
     } catch (e) { /* storage full or disabled: the page still works */ }
@@ -302,6 +430,8 @@
     task.ratings = draft.ratings;
     task.flags = draft.flags;
     task.alternatives = draft.alternatives;
+    task.chosen = draft.chosen || task.chosen;
+    task.human = draft.human || task.human;
     task.elapsed = draft.elapsed || 0;
   }
 
