@@ -63,7 +63,7 @@ format: install-dev
 	$(BIN)/ruff format .
 
 bench: install-dev
-	$(BIN)/python bench/export_import.py
+	$(BIN)/python -m bench.export_import
 
 clean:
 	rm -rf $(VENV) static/vendor node_modules .pytest_cache .ruff_cache .mypy_cache

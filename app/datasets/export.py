@@ -14,12 +14,20 @@ from sqlalchemy import Select, or_, select
 from sqlalchemy.orm import Session
 
 from app import prm800k
+from app.datasets.bulk import paused_gc
 from app.models import Label, LabelStep, Problem, Solution, StepCompletion, TaskStyle, User
 
 CHUNK_SIZE = 1000
 
 
 AnySelect = Select[*tuple[Any, ...]]
+
+LABELS = Label.__table__.c
+USERS = User.__table__.c
+PROBLEMS = Problem.__table__.c
+SOLUTIONS = Solution.__table__.c
+STEPS = LabelStep.__table__.c
+COMPLETIONS = StepCompletion.__table__.c
 
 
 @dataclass(frozen=True)
@@ -35,15 +43,15 @@ class ExportFilter:
 
     def apply(self, query: AnySelect) -> AnySelect:
         if self.generations:
-            query = query.where(Label.generation.in_(self.generations))
+            query = query.where(LABELS.generation.in_(self.generations))
         if self.since is not None:
-            query = query.where(Label.timestamp >= self.since)
+            query = query.where(LABELS.timestamp >= self.since)
         if self.labelers:
-            query = query.where(or_(User.uuid.in_(self.labelers), User.name.in_(self.labelers)))
+            query = query.where(or_(USERS.uuid.in_(self.labelers), USERS.name.in_(self.labelers)))
         if not self.include_quality_control:
-            query = query.where(Label.is_quality_control.is_(False))
+            query = query.where(LABELS.is_quality_control.is_(False))
         if not self.include_screening:
-            query = query.where(Label.is_initial_screening.is_(False))
+            query = query.where(LABELS.is_initial_screening.is_(False))
         return query
 
 
@@ -60,23 +68,24 @@ class ExportSummary:
         )
 
 
+# Core columns, not ORM attributes: rows come back as plain tuples, without ORM loading.
 _LABEL_COLUMNS = (
-    Label.id,
-    User.uuid,
-    Label.timestamp,
-    Label.generation,
-    Label.is_quality_control,
-    Label.is_initial_screening,
-    Label.total_time,
-    Label.finish_reason,
-    Problem.text,
-    Problem.ground_truth_solution,
-    Problem.ground_truth_answer,
-    Label.solution_id,
-    Solution.steps,
-    Solution.answer,
-    Solution.verifier_score,
-    Solution.style,
+    LABELS.id,
+    USERS.uuid,
+    LABELS.timestamp,
+    LABELS.generation,
+    LABELS.is_quality_control,
+    LABELS.is_initial_screening,
+    LABELS.total_time,
+    LABELS.finish_reason,
+    PROBLEMS.text,
+    PROBLEMS.ground_truth_solution,
+    PROBLEMS.ground_truth_answer,
+    LABELS.solution_id,
+    SOLUTIONS.steps,
+    SOLUTIONS.answer,
+    SOLUTIONS.verifier_score,
+    SOLUTIONS.style,
 )
 
 
@@ -84,53 +93,51 @@ def iter_records(session: Session, label_filter: ExportFilter) -> Iterator[dict[
     """Every selected label as a PRM800K dict, in import order."""
     query = label_filter.apply(
         select(*_LABEL_COLUMNS)
-        .join(User, User.id == Label.labeler_id)
-        .join(Problem, Problem.id == Label.problem_id)
-        .outerjoin(Solution, Solution.id == Label.solution_id)
-        .order_by(Label.id)
+        .join(User.__table__, USERS.id == LABELS.labeler_id)
+        .join(Problem.__table__, PROBLEMS.id == LABELS.problem_id)
+        .outerjoin(Solution.__table__, SOLUTIONS.id == LABELS.solution_id)
+        .order_by(LABELS.id)
         .limit(CHUNK_SIZE)
     )
     after = 0
     while True:
-        labels = session.execute(query.where(Label.id > after)).all()
+        labels = session.execute(query.where(LABELS.id > after)).all()
         if not labels:
             return
-        steps = _steps_by_label(session, [label.id for label in labels])
+        steps = _steps_by_label(session, {label.id for label in labels})
         for label in labels:
             yield _record(label, steps.get(label.id, []))
         after = labels[-1].id
 
 
-def _steps_by_label(session: Session, label_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+def _steps_by_label(session: Session, label_ids: set[int]) -> dict[int, list[dict[str, Any]]]:
+    # A range scan of the primary key is cheaper than a long IN list; with filters, rows
+    # of labels in the range but not selected are skipped here.
+    first, last = min(label_ids), max(label_ids)
     completions: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     for label_id, step_index, text, rating, flagged in session.execute(
         select(
-            StepCompletion.label_id,
-            StepCompletion.step_index,
-            StepCompletion.text,
-            StepCompletion.rating,
-            StepCompletion.flagged,
+            COMPLETIONS.label_id,
+            COMPLETIONS.step_index,
+            COMPLETIONS.text,
+            COMPLETIONS.rating,
+            COMPLETIONS.flagged,
         )
-        .where(StepCompletion.label_id.in_(label_ids))
-        .order_by(
-            StepCompletion.label_id, StepCompletion.step_index, StepCompletion.completion_index
-        )
+        .where(COMPLETIONS.label_id.between(first, last))
+        .order_by(COMPLETIONS.label_id, COMPLETIONS.step_index, COMPLETIONS.completion_index)
     ):
-        completions[label_id, step_index].append(prm800k.completion_dict(text, rating, flagged))
+        if label_id in label_ids:
+            completions[label_id, step_index].append(prm800k.completion_dict(text, rating, flagged))
     steps: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for label_id, step_index, chosen, human in session.execute(
-        select(
-            LabelStep.label_id,
-            LabelStep.step_index,
-            LabelStep.chosen_completion,
-            LabelStep.human_completion,
-        )
-        .where(LabelStep.label_id.in_(label_ids))
-        .order_by(LabelStep.label_id, LabelStep.step_index)
+        select(STEPS.label_id, STEPS.step_index, STEPS.chosen_completion, STEPS.human_completion)
+        .where(STEPS.label_id.between(first, last))
+        .order_by(STEPS.label_id, STEPS.step_index)
     ):
-        steps[label_id].append(
-            prm800k.step_dict(completions.pop((label_id, step_index), []), human, chosen)
-        )
+        if label_id in label_ids:
+            steps[label_id].append(
+                prm800k.step_dict(completions.pop((label_id, step_index), []), human, chosen)
+            )
     return steps
 
 
@@ -191,6 +198,18 @@ def write_export(
 ) -> ExportSummary:
     """Write the selected labels to ``out`` in ``export_format`` (prm800k or trl)."""
     summary = ExportSummary()
+    with paused_gc():
+        _write_records(session, out, label_filter, export_format, summary)
+    return summary
+
+
+def _write_records(
+    session: Session,
+    out: TextIO,
+    label_filter: ExportFilter,
+    export_format: str,
+    summary: ExportSummary,
+) -> None:
     for record in iter_records(session, label_filter):
         row = record if export_format == "prm800k" else trl_row(record)
         if row is None:
@@ -200,7 +219,6 @@ def write_export(
         summary.lines += 1
         summary.step_ratings += sum(len(s["completions"]) for s in record["label"]["steps"])
         summary.by_finish_reason[record["label"]["finish_reason"] or "unfinished"] += 1
-    return summary
 
 
 EXPORT_FORMATS = ("prm800k", "trl")

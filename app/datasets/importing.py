@@ -12,17 +12,20 @@ from dataclasses import dataclass, field
 from typing import Annotated, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from app import prm800k
 from app.answers import final_answer, last_boxed, split_steps
 from app.datasets import keys
+from app.datasets.bulk import analyze, insert_rows, insert_rows_returning_ids, paused_gc
 from app.datasets.reading import ImportLineError, SourceLine, batched, describe
 from app.datasets.store import (
     LABEL_STEPS,
     LABELS,
+    PROBLEMS,
+    SOLUTIONS,
     STEP_COMPLETIONS,
+    USERS,
     ConflictError,
     ProblemSpec,
     SolutionSpec,
@@ -86,15 +89,16 @@ def _run(
             except ImportLineError as error:
                 reject(error)
 
-    for batch in batched(parsed_lines(), BATCH_SIZE):
-        while batch:
-            try:
-                write(batch)
-                break
-            except ConflictError as conflict:
-                # Conflicts are found before anything of the batch is written: drop and retry.
-                reject(batch[conflict.index].line.error(str(conflict)))
-                batch = batch[: conflict.index] + batch[conflict.index + 1 :]
+    with paused_gc():
+        for batch in batched(parsed_lines(), BATCH_SIZE):
+            while batch:
+                try:
+                    write(batch)
+                    break
+                except ConflictError as conflict:
+                    # Conflicts are found before anything of the batch is written.
+                    reject(batch[conflict.index].line.error(str(conflict)))
+                    batch = batch[: conflict.index] + batch[conflict.index + 1 :]
     return summary
 
 
@@ -174,7 +178,10 @@ def import_prm800k(
         _insert_labels(session, new_records, rows)
         summary.added += len(rows)
 
-    return _run(lines, parse, write, summary, skip_invalid, on_invalid)
+    _run(lines, parse, write, summary, skip_invalid, on_invalid)
+    tables = [PROBLEMS, SOLUTIONS, USERS, LABELS, LABEL_STEPS, STEP_COMPLETIONS]
+    analyze(session, tables, summary.added)
+    return summary
 
 
 def _question_problem(record: prm800k.Record) -> ProblemSpec:
@@ -202,18 +209,13 @@ def _phase2_solution_ids(
 def _insert_labels(
     session: Session, records: list[prm800k.Record], rows: list[dict[str, object]]
 ) -> None:
-    if not rows:
-        return
-    statement = insert(LABELS).returning(LABELS.c.id, sort_by_parameter_order=True)
-    label_ids = list(session.execute(statement, rows).scalars())
+    label_ids = insert_rows_returning_ids(session, LABELS, rows)
     step_rows, completion_rows = [], []
     for record, label_id in zip(records, label_ids, strict=True):
         step_rows.extend(prm800k.step_rows(record, label_id))
         completion_rows.extend(prm800k.completion_rows(record, label_id))
-    if step_rows:
-        session.execute(insert(LABEL_STEPS), step_rows)
-    if completion_rows:
-        session.execute(insert(STEP_COMPLETIONS), completion_rows)
+    insert_rows(session, LABEL_STEPS, step_rows)
+    insert_rows(session, STEP_COMPLETIONS, completion_rows)
 
 
 # MATH problems

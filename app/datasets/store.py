@@ -7,12 +7,14 @@ re-import finds every row and adds nothing.
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, TypeVar
 
-from sqlalchemy import Table, insert, select, update
+from sqlalchemy import Table, select, update
 from sqlalchemy.orm import Session
 
 from app.datasets import keys
+from app.datasets.bulk import insert_rows_returning_ids
 from app.models import (
     Label,
     LabelStep,
@@ -57,7 +59,7 @@ class ProblemSpec:
     level: int | None = None
     source_id: str | None = None
 
-    @property
+    @cached_property
     def content_key(self) -> str:
         return keys.problem_key(self.text, self.ground_truth_answer, self.ground_truth_solution)
 
@@ -75,7 +77,7 @@ class SolutionSpec:
     alternatives: list[list[str]] | None = None
     style: TaskStyle = TaskStyle.PHASE2
 
-    @property
+    @cached_property
     def content_key(self) -> str:
         return keys.solution_key(self.problem_id, self.steps, self.answer, self.verifier_score)
 
@@ -306,7 +308,4 @@ class Store:
         )
 
     def _insert_returning_ids(self, table: Table, rows: list[dict[str, Any]]) -> list[int]:
-        if not rows:
-            return []
-        statement = insert(table).returning(table.c.id, sort_by_parameter_order=True)
-        return list(self.session.execute(statement, rows).scalars())
+        return insert_rows_returning_ids(self.session, table, rows)
