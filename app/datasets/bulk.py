@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import JSON, Table, insert, text
+from sqlalchemy import JSON, Table, func, insert, select, text
 from sqlalchemy.orm import Session
 
 
@@ -48,19 +48,23 @@ def insert_rows_returning_ids(
     """Insert ``rows`` and return their new ids, in order."""
     if not rows:
         return []
-    if not is_postgres(session):
-        statement = insert(table).returning(table.c.id, sort_by_parameter_order=True)
-        return list(session.execute(statement, rows).scalars())
-    ids = list(
-        session.execute(
-            text(
-                "SELECT nextval(pg_get_serial_sequence(:table, 'id')) FROM generate_series(1, :n)"
-            ),
-            {"table": table.name, "n": len(rows)},
-        ).scalars()
-    )
-    _copy(session, table, [{**row, "id": row_id} for row, row_id in zip(rows, ids, strict=True)])
+    if is_postgres(session):
+        ids = list(session.execute(_NEXT_IDS, {"table": table.name, "n": len(rows)}).scalars())
+        _copy(session, table, _with_ids(rows, ids))
+        return ids
+    # The transaction holds SQLite's write lock from its start (app/db.py), so no one else
+    # can take these ids; numbering here spares RETURNING's row-by-row inserts.
+    start = session.scalar(select(func.max(table.c.id))) or 0
+    ids = list(range(start + 1, start + 1 + len(rows)))
+    session.execute(insert(table), _with_ids(rows, ids))
     return ids
+
+
+_NEXT_IDS = text("SELECT nextval(pg_get_serial_sequence(:table, 'id')) FROM generate_series(1, :n)")
+
+
+def _with_ids(rows: list[dict[str, Any]], ids: list[int]) -> list[dict[str, Any]]:
+    return [{**row, "id": row_id} for row, row_id in zip(rows, ids, strict=True)]
 
 
 ANALYZE_AFTER_ROWS = 5000

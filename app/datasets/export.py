@@ -125,7 +125,7 @@ def _steps_by_label(session: Session, label_ids: set[int]) -> dict[int, list[dic
         )
         .where(COMPLETIONS.label_id.between(first, last))
         .order_by(COMPLETIONS.label_id, COMPLETIONS.step_index, COMPLETIONS.completion_index)
-    ):
+    ).all():
         if label_id in label_ids:
             completions[label_id, step_index].append(prm800k.completion_dict(text, rating, flagged))
     steps: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -133,7 +133,7 @@ def _steps_by_label(session: Session, label_ids: set[int]) -> dict[int, list[dic
         select(STEPS.label_id, STEPS.step_index, STEPS.chosen_completion, STEPS.human_completion)
         .where(STEPS.label_id.between(first, last))
         .order_by(STEPS.label_id, STEPS.step_index)
-    ):
+    ).all():
         if label_id in label_ids:
             steps[label_id].append(
                 prm800k.step_dict(completions.pop((label_id, step_index), []), human, chosen)
