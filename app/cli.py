@@ -18,6 +18,7 @@ from app.datasets.demo_seed import SeedReport, seed
 from app.datasets.export import EXPORT_FORMATS, ExportFilter, write_export
 from app.datasets.reading import ImportLineError, read_files
 from app.db import get_engine, transaction
+from app.labeling import quality
 from app.models import Role
 
 cli = typer.Typer(
@@ -27,6 +28,8 @@ import_cli = typer.Typer(help="Import JSONL files; each command is one transacti
 cli.add_typer(import_cli, name="import")
 users_cli = typer.Typer(help="Labelers and admins.", no_args_is_help=True)
 cli.add_typer(users_cli, name="users")
+qc_cli = typer.Typer(help="Quality-control questions and their gold labels.", no_args_is_help=True)
+cli.add_typer(qc_cli, name="qc")
 
 Files = Annotated[list[Path], typer.Argument(help="JSONL files ('-' for standard input).")]
 SkipInvalid = Annotated[
@@ -251,6 +254,33 @@ def users_reset_password(name: Name, password: PasswordOption = None) -> None:
     chosen = password or users.new_password()
     _change_user(users.reset_password, name, chosen)
     typer.echo(f"password of {name} reset" + ("" if password else f": {chosen}"))
+
+
+@qc_cli.command("add")
+def qc_add(
+    solution_id: Annotated[int, typer.Argument(help="The solution to serve to every labeler.")],
+    label_id: Annotated[int, typer.Argument(help="Its gold label (for example an admin's).")],
+) -> None:
+    """Make a solution a quality-control question with a gold label."""
+    _require_current_schema()
+    try:
+        with transaction() as session:
+            quality.mark_quality_control(session, solution_id, label_id)
+    except (LookupError, ValueError) as error:
+        _fail(str(error.args[0]))
+    typer.echo(f"solution {solution_id} is a quality-control question (gold label {label_id})")
+
+
+@qc_cli.command("remove")
+def qc_remove(solution_id: Annotated[int, typer.Argument()]) -> None:
+    """Stop serving a solution as a quality-control question."""
+    _require_current_schema()
+    try:
+        with transaction() as session:
+            quality.unmark_quality_control(session, solution_id)
+    except LookupError as error:
+        _fail(str(error.args[0]))
+    typer.echo(f"solution {solution_id} is no longer a quality-control question")
 
 
 def main() -> None:

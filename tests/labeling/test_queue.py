@@ -3,6 +3,7 @@
 import random
 from datetime import datetime, timedelta
 
+import pytest
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
@@ -148,3 +149,31 @@ def test_new_labelers_get_screening_first_and_then_wait(session: Session) -> Non
     session.flush()
     approved = next_assignment(session, newcomer, RULES, NOW)
     assert approved is not None and approved.solution_id == regular.id
+
+
+def test_marking_quality_control_checks_the_gold_label(session: Session) -> None:
+    from app.labeling.quality import mark_quality_control, unmark_quality_control
+
+    solution, other = make_solution(session), make_solution(session)
+    admin = make_user(session, "admin", role=Role.ADMIN)
+    label = Label(
+        dedupe_key="gold-2",
+        labeler_id=admin.id,
+        problem_id=solution.problem_id,
+        solution_id=solution.id,
+        timestamp=NOW,
+        finish_reason="solution",
+    )
+    session.add(label)
+    session.flush()
+    with pytest.raises(ValueError, match="is not a label of solution"):
+        mark_quality_control(session, other.id, label.id)
+    with pytest.raises(LookupError, match="there is no label"):
+        mark_quality_control(session, solution.id, label.id + 1000)
+    mark_quality_control(session, solution.id, label.id)
+    rules = QueueRules(lease=RULES.lease, overlap=1, qc_rate=1.0)
+    served = next_assignment(session, make_user(session, "alice"), rules, NOW)
+    assert served is not None and served.solution_id == solution.id
+    unmark_quality_control(session, solution.id)
+    with pytest.raises(LookupError, match="not a quality-control question"):
+        unmark_quality_control(session, solution.id)
