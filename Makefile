@@ -4,7 +4,6 @@ VENV := .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
-# pip's default resolver would take a multi-GB CUDA torch; the worker extra pins the CPU wheel.
 PIP_INSTALL := $(BIN)/pip install --quiet --disable-pip-version-check
 
 .PHONY: run serve install install-dev static migrate seed export test lint format bench clean
@@ -18,7 +17,7 @@ $(BIN)/steplabel: pyproject.toml
 $(VENV)/.dev-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) --upgrade pip
-	$(PIP_INSTALL) -e '.[dev]'
+	$(PIP_INSTALL) -e '.[dev,worker]'
 	@touch $@
 
 install: $(BIN)/steplabel

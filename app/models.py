@@ -148,6 +148,13 @@ class Solution(Base):
     alternatives: Mapped[list[list[str]] | None] = mapped_column(NullableJSON)
     """Per step, other candidate completions a labeler rates beside (or instead of) it."""
     style: Mapped[str] = mapped_column(String(8), default=TaskStyle.PHASE2.value)
+    answer_correct: Mapped[bool | None] = mapped_column(Boolean)
+    """The final answer graded against the problem's ground truth; null when ungraded."""
+    prm_score: Mapped[float | None] = mapped_column(Double)
+    """The current PRM's score: the product over steps of P(positive) + P(neutral)."""
+    prm_min_step: Mapped[float | None] = mapped_column(Double)
+    prm_step_scores: Mapped[list[float] | None] = mapped_column(NullableJSON)
+    scored_by_run_id: Mapped[int | None] = mapped_column(ForeignKey("training_runs.id"))
     queue_state: Mapped[str] = mapped_column(String(16), default=QueueState.NOT_QUEUED.value)
     overlap: Mapped[int | None] = mapped_column(Integer)
     """Distinct labelers wanted for this solution; null means the project's setting."""
@@ -155,6 +162,57 @@ class Solution(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
 
     problem: Mapped[Problem] = relationship(back_populates="solutions")
+
+
+class RunStatus(enum.StrEnum):
+    REQUESTED = "requested"
+    """Asked for by an admin or the schedule; a worker will claim it."""
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class TrainingRun(Base):
+    """One worker cycle: train the PRM, evaluate it, score the pool, select a generation."""
+
+    __tablename__ = "training_runs"
+    __table_args__ = (
+        CheckConstraint("status IN ('requested', 'running', 'succeeded', 'failed')", name="status"),
+        Index("ix_training_runs_status_id", "status", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.REQUESTED.value)
+    requested_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
+    requested_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    started_at: Mapped[datetime | None] = mapped_column(DateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    worker: Mapped[str | None] = mapped_column(String(255))
+    """Which worker process ran it (host and pid)."""
+    step: Mapped[str | None] = mapped_column(String(32))
+    """The cycle step in progress or last reached: train, evaluate, score, select."""
+    error: Mapped[str | None] = mapped_column(Text)
+    labels_used: Mapped[int | None] = mapped_column(Integer)
+    metrics: Mapped[dict[str, Any] | None] = mapped_column(NullableJSON)
+    timings: Mapped[dict[str, float] | None] = mapped_column(NullableJSON)
+    """Seconds per cycle step."""
+    checkpoint_path: Mapped[str | None] = mapped_column(Text)
+    is_current: Mapped[bool] = mapped_column(Boolean, default=False)
+    """This run's checkpoint is the one that scores and selects."""
+
+
+class Generation(Base):
+    """An active-learning generation: the solutions one selection queued for labeling."""
+
+    __tablename__ = "generations"
+
+    number: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("training_runs.id"))
+    """The run whose checkpoint selected it."""
+    selected: Mapped[int] = mapped_column(Integer, default=0)
+    wrong_answers: Mapped[int] = mapped_column(Integer, default=0)
+    """Selected solutions whose final answer was graded wrong (the selection's yield)."""
 
 
 class Label(Base):

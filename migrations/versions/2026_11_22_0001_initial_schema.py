@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-22 05:03:33.939512
+Create Date: 2026-11-22 05:13:38.914068
 """
 
 from collections.abc import Sequence
@@ -73,6 +73,46 @@ def upgrade() -> None:
         sa.UniqueConstraint("uuid", name=op.f("uq_users_uuid")),
     )
     op.create_table(
+        "training_runs",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("requested_at", sa.DateTime(), nullable=False),
+        sa.Column("requested_by_id", sa.Integer(), nullable=True),
+        sa.Column("started_at", sa.DateTime(), nullable=True),
+        sa.Column("finished_at", sa.DateTime(), nullable=True),
+        sa.Column("worker", sa.String(length=255), nullable=True),
+        sa.Column("step", sa.String(length=32), nullable=True),
+        sa.Column("error", sa.Text(), nullable=True),
+        sa.Column("labels_used", sa.Integer(), nullable=True),
+        sa.Column("metrics", sa.JSON(none_as_null=True), nullable=True),
+        sa.Column("timings", sa.JSON(none_as_null=True), nullable=True),
+        sa.Column("checkpoint_path", sa.Text(), nullable=True),
+        sa.Column("is_current", sa.Boolean(), nullable=False),
+        sa.CheckConstraint(
+            "status IN ('requested', 'running', 'succeeded', 'failed')",
+            name=op.f("ck_training_runs_status"),
+        ),
+        sa.ForeignKeyConstraint(
+            ["requested_by_id"], ["users.id"], name=op.f("fk_training_runs_requested_by_id_users")
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_training_runs")),
+    )
+    with op.batch_alter_table("training_runs", schema=None) as batch_op:
+        batch_op.create_index("ix_training_runs_status_id", ["status", "id"], unique=False)
+
+    op.create_table(
+        "generations",
+        sa.Column("number", sa.Integer(), autoincrement=False, nullable=False),
+        sa.Column("created_at", sa.DateTime(), nullable=False),
+        sa.Column("run_id", sa.Integer(), nullable=True),
+        sa.Column("selected", sa.Integer(), nullable=False),
+        sa.Column("wrong_answers", sa.Integer(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["run_id"], ["training_runs.id"], name=op.f("fk_generations_run_id_training_runs")
+        ),
+        sa.PrimaryKeyConstraint("number", name=op.f("pk_generations")),
+    )
+    op.create_table(
         "solutions",
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("content_key", sa.String(length=64), nullable=False),
@@ -85,6 +125,11 @@ def upgrade() -> None:
         sa.Column("generation", sa.Integer(), nullable=True),
         sa.Column("alternatives", sa.JSON(none_as_null=True), nullable=True),
         sa.Column("style", sa.String(length=8), nullable=False),
+        sa.Column("answer_correct", sa.Boolean(), nullable=True),
+        sa.Column("prm_score", sa.Double(), nullable=True),
+        sa.Column("prm_min_step", sa.Double(), nullable=True),
+        sa.Column("prm_step_scores", sa.JSON(none_as_null=True), nullable=True),
+        sa.Column("scored_by_run_id", sa.Integer(), nullable=True),
         sa.Column("queue_state", sa.String(length=16), nullable=False),
         sa.Column("overlap", sa.Integer(), nullable=True),
         sa.Column("completed_count", sa.Integer(), nullable=False),
@@ -95,6 +140,11 @@ def upgrade() -> None:
         sa.CheckConstraint("style IN ('phase1', 'phase2')", name=op.f("ck_solutions_style")),
         sa.ForeignKeyConstraint(
             ["problem_id"], ["problems.id"], name=op.f("fk_solutions_problem_id_problems")
+        ),
+        sa.ForeignKeyConstraint(
+            ["scored_by_run_id"],
+            ["training_runs.id"],
+            name=op.f("fk_solutions_scored_by_run_id_training_runs"),
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_solutions")),
         sa.UniqueConstraint("content_key", name=op.f("uq_solutions_content_key")),
@@ -248,6 +298,11 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f("ix_solutions_problem_id"))
 
     op.drop_table("solutions")
+    op.drop_table("generations")
+    with op.batch_alter_table("training_runs", schema=None) as batch_op:
+        batch_op.drop_index("ix_training_runs_status_id")
+
+    op.drop_table("training_runs")
     op.drop_table("users")
     op.drop_table("project_settings")
     with op.batch_alter_table("problems", schema=None) as batch_op:
