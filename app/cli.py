@@ -11,7 +11,7 @@ from typing import Annotated, TextIO
 import typer
 from sqlalchemy.exc import IntegrityError
 
-from app import schema, users
+from app import schema, training, users
 from app.config import SettingsError, get_settings
 from app.datasets import importing
 from app.datasets.demo_seed import SeedReport, seed
@@ -281,6 +281,15 @@ def qc_remove(solution_id: Annotated[int, typer.Argument()]) -> None:
     except LookupError as error:
         _fail(str(error.args[0]))
     typer.echo(f"solution {solution_id} is no longer a quality-control question")
+
+
+@cli.command("train-now")
+def train_now() -> None:
+    """Ask the PRM worker for a training run as soon as it is free."""
+    _require_current_schema()
+    with transaction() as session:
+        run = training.request_run(session)
+    typer.echo(f"training run {run.id} requested; `python -m worker` (make worker) runs it")
 
 
 def main() -> None:

@@ -41,6 +41,32 @@ class Settings(BaseSettings):
     qc_rate: float = Field(default=0.05, ge=0.0, le=1.0)
     """Share of tasks that are quality-control questions, while any are left."""
 
+    # The PRM worker (python -m worker).
+    prm_base_model: str = "tiny"
+    """A local Hugging Face checkpoint directory, or ``tiny`` (built in code, for demos)."""
+
+    checkpoint_dir: Path = Path("checkpoints")
+
+    worker_poll_seconds: float = Field(default=30.0, gt=0)
+
+    train_every_minutes: float = Field(default=60.0, ge=0)
+    """Start a run this long after the last one began; 0 turns the timer off."""
+
+    train_min_new_labels: int = Field(default=50, ge=0)
+    """Start a run once this many labels arrived since the last; 0 turns this off."""
+
+    train_include_quality_control: bool = False
+    train_include_screening: bool = False
+
+    select_per_problem: int = Field(default=4, ge=1)
+    """Solutions queued per problem by each active-learning selection."""
+
+    select_wrong_share: float = Field(default=0.8, ge=0.0, le=1.0)
+    """Share of a selection that is convincing wrong-answer solutions."""
+
+    select_global_top_k: int | None = Field(default=None, ge=1)
+    """Select the top K over the whole pool instead of K per problem."""
+
     @field_validator("database_url")
     @classmethod
     def _known_database(cls, url: str) -> str:

@@ -189,6 +189,8 @@ class TrainingRun(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
     worker: Mapped[str | None] = mapped_column(String(255))
     """Which worker process ran it (host and pid)."""
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime)
+    """Last sign of life of the worker running it; a stale one means the worker died."""
     step: Mapped[str | None] = mapped_column(String(32))
     """The cycle step in progress or last reached: train, evaluate, score, select."""
     error: Mapped[str | None] = mapped_column(Text)

@@ -1,0 +1,86 @@
+"""Training data from the labels: PRM800K records turned into step-labeled examples.
+
+The records come from the exporter (app/datasets/export.py), the one place that reads
+labels back, so the worker learns from exactly what ``steplabel export`` writes.
+
+Each label gives the path the labeler took, up to and including its first negative step:
+at each step the chosen completion, or the labeler's own step (counted positive), or the
+negative completion where the path ends. Every other rated completion of a step becomes a
+branch of its own: the path so far plus that completion and its rating.
+"""
+
+import zlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from sqlalchemy.orm import Session
+from worker.train import Example
+
+from app.config import Settings
+from app.datasets.export import ExportFilter, iter_records
+from app.models import FinishReason
+
+LEFT_OUT = {FinishReason.GIVE_UP.value, FinishReason.BAD_PROBLEM.value}
+"""Labels that do not judge the solution's steps."""
+
+
+def problem_key(problem: str) -> int:
+    """A stable id for grouping by problem (records carry the text, not the row id)."""
+    return zlib.crc32(problem.encode())
+
+
+def examples_from_record(record: dict[str, Any]) -> Iterator[Example]:
+    """The path example and the branch examples of one PRM800K record."""
+    problem = record["question"]["problem"]
+    group = problem_key(problem)
+    texts: list[str] = []
+    ratings: list[int] = []
+    for step in record["label"]["steps"]:
+        taken = _taken(step)
+        for index, completion in enumerate(step["completions"]):
+            if index != taken and completion["rating"] is not None:
+                yield Example(
+                    group, problem, [*texts, completion["text"]], [*ratings, completion["rating"]]
+                )
+        if taken is None and step["human_completion"] is not None:
+            human = step["human_completion"]
+            texts.append(human["text"])
+            ratings.append(1 if human["rating"] is None else human["rating"])
+            continue
+        if taken is None or step["completions"][taken]["rating"] is None:
+            break
+        texts.append(step["completions"][taken]["text"])
+        ratings.append(step["completions"][taken]["rating"])
+        if ratings[-1] < 0:
+            break
+    if texts:
+        yield Example(group, problem, texts, ratings)
+
+
+def _taken(step: dict[str, Any]) -> int | None:
+    """The completion the path goes on with: the chosen one, else the first negative."""
+    if step["chosen_completion"] is not None:
+        chosen: int = step["chosen_completion"]
+        return chosen
+    if step["human_completion"] is not None:
+        return None
+    ratings = [completion["rating"] for completion in step["completions"]]
+    return ratings.index(-1) if -1 in ratings else None
+
+
+def training_examples(session: Session, settings: Settings) -> tuple[list[Example], int]:
+    """Every training example from the labels, and how many labels they came from."""
+    label_filter = ExportFilter(
+        include_quality_control=settings.train_include_quality_control,
+        include_screening=settings.train_include_screening,
+    )
+    examples: list[Example] = []
+    labels = 0
+    for record in _judged(iter_records(session, label_filter)):
+        labels += 1
+        examples.extend(examples_from_record(record))
+    return examples, labels
+
+
+def _judged(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    return (r for r in records if r["label"]["finish_reason"] not in LEFT_OUT)

@@ -1,0 +1,128 @@
+"""Training runs as database rows: scheduling, claiming, progress, and how they end.
+
+Claims are serialized (a transaction-level advisory lock on Postgres, the write lock on
+SQLite) and the requested row is taken with ``FOR UPDATE SKIP LOCKED``, so two workers
+never train at once. A worker that dies leaves a stale heartbeat; its run is marked failed
+and the schedule asks for a new one.
+"""
+
+import os
+import socket
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select, text, update
+from sqlalchemy.orm import Session
+
+from app.config import Settings
+from app.db import rows_changed
+from app.models import Label, RunStatus, TrainingRun, utc_now
+
+STALE_AFTER = timedelta(minutes=10)
+"""A running run whose worker has not beaten for this long is taken for dead."""
+
+_CLAIM_LOCK = 727_001  # any constant shared by every steplabel worker
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _is_postgres(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def fail_stale_runs(session: Session, now: datetime) -> int:
+    """Mark runs whose worker stopped beating as failed; returns how many."""
+    result = session.execute(
+        update(TrainingRun)
+        .where(
+            TrainingRun.status == RunStatus.RUNNING.value,
+            TrainingRun.heartbeat_at < now - STALE_AFTER,
+        )
+        .values(status=RunStatus.FAILED.value, finished_at=now, error="the worker stopped")
+    )
+    return rows_changed(result)
+
+
+def is_due(session: Session, settings: Settings, now: datetime) -> bool:
+    """Whether the schedule asks for a run: the timer ran out or enough new labels came."""
+    last = session.scalar(
+        select(func.max(TrainingRun.started_at)).where(
+            TrainingRun.status == RunStatus.SUCCEEDED.value
+        )
+    )
+    new_labels = session.scalar(
+        select(func.count()).select_from(Label).where(Label.created_at > (last or datetime.min))
+    )
+    if not new_labels:
+        return False  # nothing new to learn from, whatever the timer says
+    timer = settings.train_every_minutes
+    if timer and (last is None or now - last >= timedelta(minutes=timer)):
+        return True
+    threshold = settings.train_min_new_labels
+    return bool(threshold) and new_labels >= threshold
+
+
+def claim_run(
+    session: Session, settings: Settings, *, force: bool = False, now: datetime | None = None
+) -> TrainingRun | None:
+    """The run this worker should do now (marked running), or None.
+
+    None while another worker's run is in progress. ``force`` starts a run even when
+    neither a request nor the schedule asks for one (``python -m worker once``).
+    """
+    now = now or utc_now()
+    if _is_postgres(session):
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _CLAIM_LOCK})
+    fail_stale_runs(session, now)
+    running = session.scalar(
+        select(TrainingRun.id).where(TrainingRun.status == RunStatus.RUNNING.value).limit(1)
+    )
+    if running is not None:
+        return None
+    run = session.scalar(
+        select(TrainingRun)
+        .where(TrainingRun.status == RunStatus.REQUESTED.value)
+        .order_by(TrainingRun.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+    )
+    if run is None and (force or is_due(session, settings, now)):
+        run = TrainingRun(status=RunStatus.REQUESTED.value)
+        session.add(run)
+    if run is None:
+        return None
+    run.status = RunStatus.RUNNING.value
+    run.started_at = run.heartbeat_at = now
+    run.worker = worker_name()
+    session.flush()
+    return run
+
+
+def mark_step(session: Session, run: TrainingRun, step: str, seconds: dict[str, float]) -> None:
+    """Record the step the run reached and the time the earlier ones took."""
+    run.step = step
+    run.timings = dict(seconds)
+    run.heartbeat_at = utc_now()
+    session.flush()
+
+
+def finish_run(
+    session: Session,
+    run: TrainingRun,
+    *,
+    error: str | None = None,
+) -> None:
+    run.status = RunStatus.FAILED.value if error else RunStatus.SUCCEEDED.value
+    run.error = error
+    run.finished_at = run.heartbeat_at = utc_now()
+    session.flush()
+
+
+def make_current(session: Session, run: TrainingRun) -> None:
+    """This run's checkpoint now scores and selects; the previous one steps down."""
+    session.execute(
+        update(TrainingRun).where(TrainingRun.is_current.is_(True)).values(is_current=False)
+    )
+    run.is_current = True
+    session.flush()
