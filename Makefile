@@ -6,12 +6,13 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PIP_INSTALL := $(BIN)/pip install --quiet --disable-pip-version-check
 
-.PHONY: run serve install install-dev static migrate seed export test lint format bench clean
+.PHONY: run worker serve install install-dev static migrate seed export test lint format bench clean
 
+# `make run` runs the worker too, so it installs the worker extra (CPU torch from the pin).
 $(BIN)/steplabel: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) --upgrade pip
-	$(PIP_INSTALL) -e .
+	$(PIP_INSTALL) -e '.[worker]'
 	@touch $@
 
 $(VENV)/.dev-installed: pyproject.toml
@@ -37,7 +38,10 @@ seed: migrate
 	$(BIN)/steplabel seed-demo
 
 run: seed static
-	$(BIN)/uvicorn app.main:app --host $(HOST) --port $(PORT)
+	HOST=$(HOST) PORT=$(PORT) bash scripts/run.sh
+
+worker: migrate
+	$(BIN)/python -m worker
 
 serve: install static
 	$(BIN)/uvicorn app.main:app --host $(HOST) --port $(PORT)

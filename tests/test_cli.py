@@ -67,8 +67,14 @@ def test_seed_demo_creates_users_and_data_once(tmp_path: Path, engine: Engine) -
             assert verify_password(user.password_hash, password)
         problems = session.scalar(select(func.count()).select_from(Problem))
         solutions = session.scalar(select(func.count()).select_from(Solution))
-    assert problems and solutions and solutions > problems
-    assert f"{problems} problems, {solutions} solutions" in first.stdout
+        queued = session.scalar(
+            select(func.count()).select_from(Solution).where(Solution.queue_state == "open")
+        )
+    assert problems and queued and solutions and solutions > queued > problems
+    pool = solutions - queued
+    assert f"{problems} problems, {queued} solutions to label, {pool} more in the pool" in (
+        first.stdout
+    )
 
     second = runner.invoke(cli, ["seed-demo", "--credentials", str(credentials)])
     assert second.exit_code == 0 and "already seeded" in second.stdout

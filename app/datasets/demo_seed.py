@@ -13,6 +13,7 @@ from app.datasets.reading import SourceLine
 from app.models import Role, User
 from app.users import create_user, new_password
 
+POOL_SEED = 1
 DEMO_USERS = (("admin", Role.ADMIN), ("alice", Role.LABELER), ("bob", Role.LABELER))
 
 
@@ -22,6 +23,7 @@ class SeedReport:
     """(name, role, password) of each user created now."""
     problems: int = 0
     solutions: int = 0
+    pool: int = 0
 
     def describe(self) -> str:
         if not self.passwords:
@@ -29,7 +31,10 @@ class SeedReport:
         users = "\n".join(
             f"  {name:<8} {role:<8} password: {password}" for name, role, password in self.passwords
         )
-        return f"demo seeded: {self.problems} problems, {self.solutions} solutions\nusers:\n{users}"
+        return (
+            f"demo seeded: {self.problems} problems, {self.solutions} solutions to label, "
+            f"{self.pool} more in the pool the PRM selects from\nusers:\n{users}"
+        )
 
 
 def _lines(name: str, rows: list[dict[str, object]]) -> Iterator[SourceLine]:
@@ -51,4 +56,7 @@ def seed(session: Session) -> SeedReport:
     report.problems = import_problems(session, _lines("demo-problems", problems)).added
     solutions = demo.demo_solutions(problems)
     report.solutions = import_solutions(session, _lines("demo-solutions", solutions)).added
+    # Unqueued samples for the worker's active learning to choose the next generation from.
+    pool = demo.demo_solutions(problems, seed=POOL_SEED, per_problem=6)
+    report.pool = import_solutions(session, _lines("demo-pool", pool), queue=False).added
     return report
