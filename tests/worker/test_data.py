@@ -1,0 +1,79 @@
+"""Training examples from labels: the labeler's path up to the first error, and branches."""
+
+import io
+
+from sqlalchemy.orm import Session
+
+from app.config import Settings
+from app.datasets.importing import import_prm800k
+from app.datasets.reading import read_jsonl
+from tests import factories
+from tests.factories import completion, human_completion, record, step
+from worker.data import examples_from_record, problem_key, training_examples
+
+
+def as_tuples(rec: dict[str, object]) -> list[tuple[list[str], list[int]]]:
+    return [(e.steps, e.labels) for e in examples_from_record(rec)]  # type: ignore[arg-type]
+
+
+def test_phase2_path_stops_at_the_first_error_and_alternatives_branch() -> None:
+    rec = record(
+        steps=[
+            step(completion("a", 1)),
+            step(completion("b", 0)),
+            step(completion("c", -1), completion("c'", 1), completion("c''", None), chosen=None),
+        ],
+        finish_reason="found_error",
+    )
+    assert as_tuples(rec) == [
+        (["a", "b", "c'"], [1, 0, 1]),
+        (["a", "b", "c"], [1, 0, -1]),
+    ]
+    groups = {e.problem_id for e in examples_from_record(rec)}
+    assert groups == {problem_key(rec["question"]["problem"])}  # type: ignore[index]
+
+
+def test_phase1_choices_and_human_steps() -> None:
+    rec = record(
+        factories.phase1_question(),
+        [
+            step(completion("x", 0), completion("y", 1), chosen=1),
+            step(
+                completion("p", -1),
+                completion("q", -1),
+                human=human_completion("mine"),
+                chosen=None,
+            ),
+            step(completion("done", 1)),
+        ],
+    )
+    assert as_tuples(rec) == [
+        (["x"], [0]),
+        (["y", "p"], [1, -1]),
+        (["y", "q"], [1, -1]),
+        (["y", "mine", "done"], [1, 1, 1]),
+    ]
+
+
+def test_training_examples_leave_out_qc_screening_and_unjudged_labels(session: Session) -> None:
+    records = [
+        record(steps=[step(completion("kept", 1))], timestamp="2022-01-01T00:00:00.000001"),
+        record(steps=[step(completion("qc", 1))], qc=True, timestamp="2022-01-01T00:00:00.000002"),
+        record(
+            steps=[step(completion("screen", 1))],
+            screening=True,
+            timestamp="2022-01-01T00:00:00.000003",
+        ),
+        record(
+            steps=[step(completion("gave up", 1))],
+            finish_reason="give_up",
+            timestamp="2022-01-01T00:00:00.000004",
+        ),
+    ]
+    text = "".join(factories.line(r) for r in records)
+    import_prm800k(session, read_jsonl("labels", io.BytesIO(text.encode())))
+    examples, labels = training_examples(session, Settings())
+    assert labels == 1 and [e.steps for e in examples] == [["kept"]]
+    with_qc = Settings(train_include_quality_control=True, train_include_screening=True)
+    examples, labels = training_examples(session, with_qc)
+    assert labels == 3 and sorted(e.steps[0] for e in examples) == ["kept", "qc", "screen"]
