@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-22 05:13:38.914068
+Create Date: 2026-11-22 05:15:06.968478
 """
 
 from collections.abc import Sequence
@@ -81,6 +81,7 @@ def upgrade() -> None:
         sa.Column("started_at", sa.DateTime(), nullable=True),
         sa.Column("finished_at", sa.DateTime(), nullable=True),
         sa.Column("worker", sa.String(length=255), nullable=True),
+        sa.Column("heartbeat_at", sa.DateTime(), nullable=True),
         sa.Column("step", sa.String(length=32), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("labels_used", sa.Integer(), nullable=True),
