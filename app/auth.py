@@ -15,7 +15,7 @@ from fastapi import Depends, HTTPException, Request
 from sqlalchemy import delete, func, or_, select
 from sqlalchemy.orm import Session
 
-from app.db import get_session
+from app.db import DbSession
 from app.models import LoginFailure, Role, User, utc_now
 from app.users import hash_password, verify_password
 
@@ -108,9 +108,7 @@ async def check_csrf(request: Request) -> None:
         raise HTTPException(403, "The form expired or came from elsewhere: reload the page.")
 
 
-def current_user_or_none(
-    request: Request, session: Annotated[Session, Depends(get_session)]
-) -> User | None:
+def current_user_or_none(request: Request, session: DbSession) -> User | None:
     user_id = request.session.get("user_id")
     if not isinstance(user_id, int):
         return None
@@ -139,4 +137,3 @@ def current_admin(user: Annotated[User, Depends(current_user)]) -> User:
 
 CurrentUser = Annotated[User, Depends(current_user)]
 CurrentAdmin = Annotated[User, Depends(current_admin)]
-DbSession = Annotated[Session, Depends(get_session)]

@@ -11,7 +11,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
 from app.auth import current_admin
-from app.db import get_session
+from app.db import DbSession
 from app.models import Base, Label, Problem, Solution, StepCompletion, User
 from app.templating import render, wants_fragment
 
@@ -20,8 +20,6 @@ PROBLEMS_PER_PAGE = 25
 # The data overview is for admins; /healthz stays open for load balancers.
 router = APIRouter()
 admin = APIRouter(dependencies=[Depends(current_admin)])
-
-DbSession = Annotated[Session, Depends(get_session)]
 
 
 @dataclass(frozen=True)

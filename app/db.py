@@ -2,8 +2,9 @@
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
+from fastapi import Depends
 from sqlalchemy import Connection, CursorResult, Engine, Result, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -32,6 +33,10 @@ def _begin_immediate(connection: Connection) -> None:
     connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+POOL_SIZE = 20
+"""Connections per process, and requests that may hold a session at once (see DbSession)."""
+
+
 def make_engine(url: str, *, echo: bool = False) -> Engine:
     """An engine for ``url`` with the per-database settings steplabel relies on."""
     if is_sqlite(url):
@@ -41,7 +46,8 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
         event.listen(engine, "connect", _enable_sqlite_features)
         event.listen(engine, "begin", _begin_immediate)
         return engine
-    return create_engine(url, echo=echo, pool_pre_ping=True)
+    # No overflow: requests beyond the pool wait in DbSession's limit, not for a socket.
+    return create_engine(url, echo=echo, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=0)
 
 
 _engines: dict[str, Engine] = {}
@@ -56,8 +62,13 @@ def get_engine(url: str | None = None) -> Engine:
     return _engines[url]
 
 
+_factories: dict[Engine, sessionmaker[Session]] = {}
+
+
 def session_factory(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(bind=engine, expire_on_commit=False)
+    if engine not in _factories:
+        _factories[engine] = sessionmaker(bind=engine, expire_on_commit=False)
+    return _factories[engine]
 
 
 @contextmanager
@@ -80,11 +91,19 @@ def get_session() -> Iterator[Session]:
         yield session
 
 
+# Committed before the response goes out (scope="function"): a labeler who gets an answer
+# can count on it being stored. At most POOL_SIZE requests hold a session at once; the
+# others wait without taking a worker thread, so the pool cannot run dry mid-request.
+# Every route shares this one Depends object, and with it the limit.
+DbSession = Annotated[Session, Depends(get_session, scope="function", max_concurrency=POOL_SIZE)]
+
+
 def dispose_engines() -> None:
     """Close every pooled connection (tests, and before a forked worker starts)."""
     for engine in _engines.values():
         engine.dispose()
     _engines.clear()
+    _factories.clear()
 
 
 def rows_changed(result: Result[Any]) -> int:

@@ -7,7 +7,6 @@ from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.auth import (
-    DbSession,
     LoginThrottled,
     authenticate,
     check_csrf,
@@ -15,6 +14,7 @@ from app.auth import (
     log_in,
     log_out,
 )
+from app.db import DbSession
 from app.models import Role, User
 from app.templating import render
 

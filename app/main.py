@@ -14,7 +14,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException
 from starlette.middleware.sessions import SessionMiddleware
 
-from app import browse, login, schema
+from app import browse, grading, login, schema
 from app.config import get_settings, session_secret
 from app.db import dispose_engines, get_engine
 from app.labeling import router as labeling
@@ -35,6 +35,7 @@ async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         # The database may come up after the app; /healthz reports it until then.
         logger.warning("database unreachable at start: %s", error.orig)
     yield
+    grading.shutdown_pool()
     dispose_engines()
 
 

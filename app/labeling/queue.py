@@ -165,16 +165,28 @@ def _assign_regular(
         )
         .order_by(Solution.generation, Solution.id)
     )
-    # First the head of the queue that no concurrent request is working on (Postgres skips
-    # rows others locked; SQLite serializes writers anyway). Then, should that fail, the
-    # next few candidates whatever their locks: the slot constraint settles any race.
+    # Each try takes the head of the queue that no concurrent request has locked (Postgres
+    # skips their rows; SQLite serializes writers anyway), so requests spread over the
+    # queue instead of queueing behind one row. A row this request locked itself is not
+    # skipped, hence the exclusion of those tried. The slot constraint settles any race.
     # FOR NO KEY UPDATE (key_share) leaves the foreign-key checks of inserts unblocked.
-    first_free = candidates.limit(1).with_for_update(of=Solution, skip_locked=True, key_share=True)
-    for query in (first_free, candidates.limit(CANDIDATES_PER_TRY)):
-        for solution_id, solution_overlap in session.execute(query).all():
-            assignment = _claim_slot(session, labeler, rules, now, solution_id, solution_overlap)
-            if assignment is not None:
-                return assignment
+    # When every candidate is locked by others, the first try waits for the head instead:
+    # its holder may leave a slot free, and "nothing to label" should mean nothing. Only
+    # the first: a request that holds a lock and waits for another could deadlock.
+    tried: list[int] = []
+    for _ in range(CANDIDATES_PER_TRY):
+        query = (candidates.where(Solution.id.not_in(tried)) if tried else candidates).limit(1)
+        locked = query.with_for_update(of=Solution, skip_locked=True, key_share=True)
+        row = session.execute(locked).first()
+        if row is None and not tried:
+            row = session.execute(query.with_for_update(of=Solution, key_share=True)).first()
+        if row is None:
+            return None
+        solution_id, solution_overlap = row
+        assignment = _claim_slot(session, labeler, rules, now, solution_id, solution_overlap)
+        if assignment is not None:
+            return assignment
+        tried.append(solution_id)
     return None
 
 

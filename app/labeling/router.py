@@ -5,8 +5,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
-from app.auth import CurrentAdmin, CurrentUser, DbSession, check_csrf
+from app.auth import CurrentAdmin, CurrentUser, check_csrf
 from app.config import get_settings
+from app.db import DbSession
 from app.labeling import service
 from app.labeling.queue import extend_lease, next_assignment
 from app.labeling.submission import SubmissionError, SubmissionInput, save_label
