@@ -12,10 +12,25 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from app.grading import grade_solutions
 from sqlalchemy import Engine, exists, func, select, update
+from sqlalchemy.orm import Session
+
+from app.config import Settings
+from app.db import transaction
+from app.grading import grade_solutions
+from app.models import (
+    Generation,
+    Label,
+    Problem,
+    QueueState,
+    Solution,
+    TrainingRun,
+)
+from worker import evaluate, runs
+from worker.data import training_examples
 from worker.model import TrainingArgs
 from worker.score import score_solutions
+from worker.select import Candidate, select_convincing
 from worker.train import (
     Example,
     evaluate_steps,
@@ -27,22 +42,24 @@ from worker.train import (
     split_by_problem,
 )
 
-from app.config import Settings
-from app.db import transaction
-from app.models import (
-    Generation,
-    Label,
-    Problem,
-    QueueState,
-    Solution,
-    TrainingRun,
-)
-from worker import evaluate, runs
-from worker.data import training_examples
-from worker.select import Candidate, select_convincing
-
 MIN_EXAMPLES = 8
 """Fewer labeled examples than this teach nothing: the run ends without a checkpoint."""
+
+
+def training_args(base_model: str) -> TrainingArgs:
+    """The tiny demo model learns from scratch and needs a far larger step than fine-tuning
+    a real checkpoint does; real models keep TrainingArgs' defaults."""
+    if base_model == "tiny":
+        return TrainingArgs(
+            base_model=base_model,
+            learning_rate=1e-3,
+            epochs=8,
+            batch_size=8,
+            max_length=512,
+            max_grad_norm=0.0,
+            held_out_fraction=0.2,
+        )
+    return TrainingArgs(base_model=base_model)
 
 
 class Stopped(Exception):
@@ -61,7 +78,7 @@ class Cycle:
         self.should_stop = should_stop
         self.timings: dict[str, float] = {}
         self.metrics: dict[str, Any] = {}
-        self.args = TrainingArgs(base_model=settings.prm_base_model)
+        self.args = training_args(settings.prm_base_model)
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -73,7 +90,7 @@ class Cycle:
         yield
         self.timings[name] = round(time.perf_counter() - started, 3)
 
-    def _run(self, session: Any) -> TrainingRun:
+    def _run(self, session: Session) -> TrainingRun:
         run = session.get(TrainingRun, self.run_id)
         assert run is not None
         return run
@@ -94,6 +111,8 @@ class Cycle:
             model, tokenizer, _device = setup(self.args)
             stats = fit(model, tokenizer, train, self.args, should_stop=self.should_stop)
             self.metrics["train"] = _plain(stats)
+        if stats.stopped:
+            raise Stopped("stopped during training")
         with self.step("evaluate"):
             self.metrics.update(self._evaluate(model, tokenizer, held_out or train))
         with self.step("checkpoint"), transaction(self.engine) as session:
@@ -228,7 +247,7 @@ class Cycle:
             run.timings = dict(self.timings)
 
 
-def _next_generation(session: Any) -> int:
+def _next_generation(session: Session) -> int:
     highest = max(
         session.scalar(select(func.max(Generation.number))) or 0,
         session.scalar(select(func.max(Solution.generation))) or 0,
@@ -236,7 +255,7 @@ def _next_generation(session: Any) -> int:
     return int(highest) + 1
 
 
-def _current_metrics(session: Any) -> dict[str, Any] | None:
+def _current_metrics(session: Session) -> dict[str, Any] | None:
     run = session.scalar(select(TrainingRun).where(TrainingRun.is_current.is_(True)))
     return None if run is None else run.metrics
 

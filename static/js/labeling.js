@@ -284,9 +284,20 @@
     var dialog = task.section.querySelector(".reason-dialog");
     dialog.querySelector(".reason-title").textContent =
       reason === "bad_problem" ? "What is wrong with the problem?" : "Why are you giving up?";
+    var form = dialog.querySelector("form");
+    var textarea = dialog.querySelector("textarea");
     dialog.returnValue = "";
+    // `required` accepts spaces: refuse a blank reason here, with a message, not silently.
+    form.onsubmit = function (event) {
+      if (event.submitter && event.submitter.value === "confirm" && !textarea.value.trim()) {
+        event.preventDefault();
+        textarea.setCustomValidity("Say why, in a few words.");
+        textarea.reportValidity();
+      }
+    };
+    textarea.oninput = function () { textarea.setCustomValidity(""); };
     dialog.onclose = function () {
-      var note = dialog.querySelector("textarea").value.trim();
+      var note = textarea.value.trim();
       if (dialog.returnValue === "confirm" && note) submit(reason, note);
     };
     dialog.showModal();
@@ -440,8 +451,15 @@
     return element && (element.tagName === "TEXTAREA" || element.tagName === "INPUT" || element.isContentEditable);
   }
 
+  // Enter on a focused link or action button presses it, as it should everywhere.
+  function activatesFocused(event) {
+    return event.key === "Enter" && event.target && event.target.closest &&
+      event.target.closest("a, button:not([data-rating]):not([data-action='flag'])");
+  }
+
   document.addEventListener("keydown", function (event) {
     if (!task || typing(event) || event.ctrlKey || event.metaKey || event.altKey) return;
+    if (activatesFocused(event)) return;
     if (document.querySelector("dialog[open]")) return;
     var values = { "1": -1, "2": 0, "3": 1 };
     var current = target();

@@ -1,0 +1,1 @@
+"""Browser tests: headless Chromium against a real server, on SQLite and on Postgres."""

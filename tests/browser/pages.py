@@ -1,0 +1,77 @@
+"""What the browser tests do on the pages and where they look: locators and key presses."""
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from playwright.sync_api import Locator, Page, expect
+
+from tests.browser.live import Labeler
+from tests.factories import PASSWORD
+
+
+def log_in(page: Page, labeler: Labeler) -> None:
+    """Log in through the form, reached as a stranger from the labeling page."""
+    page.goto("/label/next")
+    expect(page).to_have_url(re.compile(r"/login\?next=%2Flabel%2Fnext$"))
+    page.get_by_label("Name").fill(labeler.name)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(re.compile(r"/label/next$"))
+
+
+def task_section(page: Page) -> Locator:
+    return page.locator("#task")
+
+
+def status(page: Page) -> Locator:
+    return page.locator("#task .status")
+
+
+def step(page: Page, number: int) -> Locator:
+    """The step numbered from 1, as the page numbers them."""
+    return page.locator(f"#task li.step[data-step='{number - 1}']")
+
+
+def pressed(container: Locator) -> Locator:
+    """The pressed rating buttons of a step (not of its alternatives) or of an alternative."""
+    return container.locator(
+        ":scope > .step-controls > .rating [aria-pressed='true'],"
+        ":scope > .rating [aria-pressed='true']"
+    )
+
+
+def wait_for_task(page: Page, steps: int) -> str:
+    """Wait until labeling.js has taken charge of a fresh task; returns its id."""
+    expect(status(page)).to_have_text(f"Rate step 1 of {steps}.")
+    task_id = task_section(page).get_attribute("data-task-id")
+    assert task_id is not None
+    return task_id
+
+
+def press(page: Page, keys: str) -> None:
+    """Press each character as a key, in order."""
+    for key in keys:
+        page.keyboard.press(key)
+
+
+@dataclass
+class Swap:
+    """The task ids before and after a submit swapped a new task section in (None: none)."""
+
+    before: str | None
+    after: str | None = None
+
+
+@contextmanager
+def task_swap(page: Page) -> Iterator[Swap]:
+    """Wait, after the block submits, until a fresh task section has replaced this one, and
+    check that it holds another task (or none): the one just submitted is done."""
+    section = task_section(page)
+    swap = Swap(before=section.get_attribute("data-task-id"))
+    handle = section.element_handle()
+    yield swap
+    page.wait_for_function("section => !section.isConnected", arg=handle)
+    swap.after = task_section(page).get_attribute("data-task-id")
+    assert swap.after != swap.before, f"task {swap.before} came back after its submit"

@@ -1,0 +1,34 @@
+"""uvicorn's command line, with each commit that wrote to the assignments table (taking or
+finishing a task) taking SLOW_COMMIT_S longer, as on a loaded database.
+
+The browser tests of requests that follow each other at once run the app under this, so
+that a server answering before it commits shows, whatever the speed of the machine.
+"""
+
+import re
+import time
+from typing import Any
+
+import uvicorn
+from sqlalchemy import Connection, Engine, event
+
+SLOW_COMMIT_S = 1.0
+_WRITES_ASSIGNMENTS = re.compile(r"^\s*(INSERT INTO|UPDATE) assignments\b", re.IGNORECASE)
+
+
+@event.listens_for(Engine, "before_cursor_execute")
+def _note_assignment_write(
+    connection: Connection, _cursor: Any, statement: str, *_args: Any
+) -> None:
+    if _WRITES_ASSIGNMENTS.match(statement):
+        connection.info["wrote_assignments"] = True
+
+
+@event.listens_for(Engine, "commit")
+def _slow_commit(connection: Connection) -> None:
+    if connection.info.pop("wrote_assignments", False):
+        time.sleep(SLOW_COMMIT_S)
+
+
+if __name__ == "__main__":
+    uvicorn.main()

@@ -1,0 +1,386 @@
+"""The labeling page in headless Chromium: keys, dialogs, drafts, and what ends up stored.
+
+Each test checks what the page shows and what the database holds afterwards. The last
+test exports the database as PRM800K and finds exactly the labels the others made.
+"""
+
+import io
+import json
+
+import pytest
+from playwright.sync_api import Page, Request, Route, expect
+from sqlalchemy.orm import Session
+
+from app.datasets.export import ExportFilter, iter_records, write_export
+from app.models import Assignment
+from tests.browser.live import (
+    ROOT,
+    SUBMIT_PATH,
+    Labeler,
+    LiveApp,
+    SolutionSpec,
+    labels_of,
+    queue,
+    ratings,
+)
+from tests.browser.pages import (
+    log_in,
+    press,
+    pressed,
+    status,
+    step,
+    task_section,
+    task_swap,
+    wait_for_task,
+)
+
+THREE_STEPS = SolutionSpec(
+    ["Let $x = 3$.", "Then $x^2 = 9$.", "So $x^2 + 1 = 10$.\n\n# Answer\n\n10"],
+    problem_text="If $x = 3$, what is $x^2 + 1$?",
+    answer="10",
+)
+TWO_STEPS = SolutionSpec(
+    ["Add $4$ and $4$.", "So it is $8$.\n\n# Answer\n\n8"],
+    problem_text="What is $4 + 4$?",
+    answer="8",
+)
+STEP_2_ALTERNATIVES = ["Then $x^2 = 9$.", "Squaring, $x^2 = 3 \\cdot 3 = 9$."]
+WITH_ALTERNATIVES = SolutionSpec(
+    ["Let $x = 3$.", "Then $x^2 = 6$.", "So $x^2 + 1 = 7$.\n\n# Answer\n\n7"],
+    alternatives=[[], STEP_2_ALTERNATIVES, []],
+    problem_text="If $x = 3$, what is $x^2 + 1$?",
+    answer="10",
+)
+HOSTILE = (
+    "Let $f(x) = x^2$. <script>window.__pwned = 1</script>"
+    '<img src="/nowhere" onerror="window.__pwned = 2"> What is $f(3)$?'
+)
+SCREENSHOT = ROOT / "test-artifacts" / "labeling-page.png"
+
+
+def expect_queue_empty(page: Page) -> None:
+    expect(page.get_by_role("heading", name="Nothing to label right now")).to_be_visible()
+
+
+def test_keyboard_only_labeling_swaps_in_the_next_task(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    first, second = queue(live_app.engine, THREE_STEPS, TWO_STEPS)
+    log_in(page, labeler)
+    wait_for_task(page, 3)
+    expect(page.locator("#task .problem .katex").first).to_be_visible()
+
+    press(page, "333")
+    expect(status(page)).to_have_text("All steps rated. Press Enter to submit.")
+    for number in (1, 2, 3):
+        expect(pressed(step(page, number))).to_have_attribute("aria-label", "positive")
+    page.evaluate("window.__marker = 'no reload'")
+    with task_swap(page) as swap:
+        page.keyboard.press("Enter")
+
+    expect(page.locator(".flash")).to_have_text("Saved.")
+    assert wait_for_task(page, 2) == swap.after
+    assert page.evaluate("window.__marker") == "no reload"
+    # The fragment htmx swapped in has its math typeset too.
+    expect(page.locator("#task .problem .katex").first).to_be_visible()
+
+    [label] = labels_of(live_app.engine, labeler)
+    assert (label.solution_id, label.finish_reason) == (first, "solution")
+    assert ratings(label) == [[1], [1], [1]]
+    assert [s.chosen_completion for s in label.steps] == [0, 0, 0]
+    assert [s.completions[0].flagged for s in label.steps] == [False, False, False]
+    assert label.total_time is not None
+    with Session(live_app.engine) as session:
+        assignment = session.get(Assignment, int(swap.after or 0))
+        assert assignment is not None
+        assert (assignment.solution_id, assignment.labeler_id) == (second, labeler.id)
+
+
+def test_negative_step_shows_alternatives_to_rate_before_submit(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    [solution] = queue(live_app.engine, WITH_ALTERNATIVES)
+    log_in(page, labeler)
+    wait_for_task(page, 3)
+    alternatives = step(page, 2).locator(".alternatives")
+    expect(alternatives).to_be_hidden()
+
+    press(page, "31")
+    expect(alternatives).to_be_visible()
+    expect(alternatives.locator("li.alternative")).to_contain_text(["Then", "Squaring"])
+    expect(step(page, 3)).to_be_hidden()
+    expect(status(page)).to_have_text("Rate alternative 1 of step 2.")
+    submit = page.locator("#task [data-action='submit']")
+    expect(submit).to_be_disabled()
+    page.keyboard.press("Enter")  # not yet: the alternatives are unrated
+    expect(status(page)).to_have_text("Rate alternative 1 of step 2.")
+
+    press(page, "32")
+    expect(status(page)).to_have_text("Error found at step 2. Press Enter to submit.")
+    items = alternatives.locator("li.alternative")
+    expect(pressed(items.nth(0))).to_have_attribute("aria-label", "positive")
+    expect(pressed(items.nth(1))).to_have_attribute("aria-label", "neutral")
+    expect(submit).to_be_enabled()
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    page.screenshot(path=SCREENSHOT, full_page=True)
+    with task_swap(page):
+        page.keyboard.press("Enter")
+    expect_queue_empty(page)
+
+    [label] = labels_of(live_app.engine, labeler)
+    assert (label.solution_id, label.finish_reason) == (solution, "found_error")
+    with Session(live_app.engine) as session:
+        [record] = iter_records(session, ExportFilter(labelers=[labeler.uuid]))
+    steps = WITH_ALTERNATIVES.steps
+    assert record["label"]["finish_reason"] == "found_error"
+    assert record["label"]["steps"] == [
+        {
+            "completions": [{"text": steps[0], "rating": 1, "flagged": False}],
+            "human_completion": None,
+            "chosen_completion": 0,
+        },
+        {
+            "completions": [
+                {"text": steps[1], "rating": -1, "flagged": False},
+                {"text": STEP_2_ALTERNATIVES[0], "rating": 1, "flagged": False},
+                {"text": STEP_2_ALTERNATIVES[1], "rating": 0, "flagged": False},
+            ],
+            "human_completion": None,
+            "chosen_completion": None,
+        },
+    ]
+
+
+def test_flag_undo_and_keys_dialog(live_app: LiveApp, labeler: Labeler, page: Page) -> None:
+    queue(live_app.engine, THREE_STEPS)
+    log_in(page, labeler)
+    wait_for_task(page, 3)
+    flag = step(page, 1).get_by_role("button", name="unsure")
+
+    page.keyboard.press("f")
+    expect(flag).to_have_attribute("aria-pressed", "true")
+    press(page, "32")
+    expect(pressed(step(page, 2))).to_have_attribute("aria-label", "neutral")
+    expect(step(page, 3)).to_be_visible()
+
+    page.keyboard.press("u")
+    expect(pressed(step(page, 2))).to_have_count(0)
+    expect(step(page, 3)).to_be_hidden()
+    expect(status(page)).to_have_text("Rate step 2 of 3.")
+    expect(pressed(step(page, 1))).to_have_attribute("aria-label", "positive")
+    expect(flag).to_have_attribute("aria-pressed", "true")
+
+    keys = page.locator("#task .keys-dialog")
+    expect(keys).to_be_hidden()
+    page.keyboard.press("?")
+    expect(keys).to_be_visible()
+    expect(keys.get_by_role("heading", name="Keys")).to_be_visible()
+    page.keyboard.press("3")  # an open dialog keeps the keys from the task
+    expect(pressed(step(page, 2))).to_have_count(0)
+    keys.get_by_role("button", name="Close").click()
+    expect(keys).to_be_hidden()
+
+    press(page, "23")
+    expect(status(page)).to_have_text("All steps rated. Press Enter to submit.")
+    with task_swap(page):
+        page.keyboard.press("Enter")
+    expect_queue_empty(page)
+
+    [label] = labels_of(live_app.engine, labeler)
+    assert label.finish_reason == "solution"
+    assert ratings(label) == [[1], [0], [1]]
+    assert [s.completions[0].flagged for s in label.steps] == [True, False, False]
+
+
+def finish_with_reason(page: Page, button: str, title: str, note: str) -> None:
+    """Click Bad problem or Give up; its dialog submits only once it has a reason."""
+    page.get_by_role("button", name=button).click()
+    dialog = page.locator("#task .reason-dialog")
+    expect(dialog).to_be_visible()
+    expect(dialog.get_by_role("heading")).to_have_text(title)
+    confirm = dialog.get_by_role("button", name="Submit")
+    confirm.click()
+    expect(dialog).to_be_visible()
+    note_box = dialog.get_by_role("textbox")
+    assert note_box.evaluate("box => box.validity.valueMissing") is True
+    note_box.fill(note)
+    with task_swap(page):
+        confirm.click()
+    expect(dialog).to_be_hidden()
+
+
+def test_bad_problem_and_give_up_need_a_reason(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    bad, hard = queue(live_app.engine, TWO_STEPS, THREE_STEPS)
+    log_in(page, labeler)
+    wait_for_task(page, 2)
+    bad_note = "The problem is missing its diagram."
+    finish_with_reason(page, "Bad problem", "What is wrong with the problem?", bad_note)
+    expect(page.locator(".flash")).to_have_text("Saved.")
+    wait_for_task(page, 3)
+
+    page.keyboard.press("3")
+    expect(status(page)).to_have_text("Rate step 2 of 3.")
+    give_up_note = "I do not know how to check step 2."
+    finish_with_reason(page, "Give up", "Why are you giving up?", give_up_note)
+    expect_queue_empty(page)
+
+    stored = labels_of(live_app.engine, labeler)
+    assert [(label.solution_id, label.finish_reason, label.note) for label in stored] == [
+        (bad, "bad_problem", bad_note),
+        (hard, "give_up", give_up_note),
+    ]
+    assert [ratings(label) for label in stored] == [[], [[1]]]
+
+
+def test_double_enter_and_a_second_submit_store_one_label(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    [solution, _] = queue(live_app.engine, TWO_STEPS, THREE_STEPS)
+    log_in(page, labeler)
+    task = wait_for_task(page, 2)
+    other_tab = page.context.new_page()
+    other_tab.goto("/label/next")
+    assert wait_for_task(other_tab, 2) == task
+
+    # Hold the first submit until both Enters are in, so the second meets it in flight.
+    held: list[Route] = []
+    sent: list[Request] = []
+
+    def hold(route: Route) -> None:
+        held.append(route)
+
+    def keep_submit(request: Request) -> None:
+        if request.method == "POST" and SUBMIT_PATH.search(request.url):
+            sent.append(request)
+
+    page.on("request", keep_submit)
+    page.route(SUBMIT_PATH, hold)
+    press(page, "33")
+    with task_swap(page):
+        page.keyboard.press("Enter")
+        page.keyboard.press("Enter")
+        expect(status(page)).to_have_text("Saving…")
+        for _ in range(200):
+            if held:
+                break
+            page.wait_for_timeout(25)  # Playwright calls route handlers only while it waits
+        held[0].continue_()
+        page.unroute(SUBMIT_PATH)
+    expect(page.locator(".flash")).to_have_text("Saved.")
+    assert len(sent) == 1, "the second Enter sent the label again"
+
+    # The other tab still shows the task, and submits it again with other ratings.
+    press(other_tab, "22")
+    with task_swap(other_tab):
+        other_tab.keyboard.press("Enter")
+    expect(other_tab.locator(".flash")).to_have_text(
+        "Already submitted: the first submission was kept."
+    )
+
+    [label] = labels_of(live_app.engine, labeler)
+    assert (label.solution_id, label.finish_reason) == (solution, "solution")
+    assert ratings(label) == [[1], [1]]
+
+
+def test_reload_keeps_the_draft_and_the_task(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    queue(live_app.engine, THREE_STEPS)
+    log_in(page, labeler)
+    task = wait_for_task(page, 3)
+    press(page, "32f")
+    expect(status(page)).to_have_text("Rate step 3 of 3.")
+    draft_key = f"steplabel:task:{task}"
+    draft = json.loads(page.evaluate("key => localStorage.getItem(key)", draft_key))
+    assert (draft["ratings"], draft["flags"]) == ([1, 0, None], [False, False, True])
+
+    page.reload()
+    expect(status(page)).to_have_text("Rate step 3 of 3.")
+    expect(task_section(page)).to_have_attribute("data-task-id", task)
+    expect(pressed(step(page, 1))).to_have_attribute("aria-label", "positive")
+    expect(pressed(step(page, 2))).to_have_attribute("aria-label", "neutral")
+    expect(step(page, 3)).to_be_visible()
+    unsure = step(page, 3).get_by_role("button", name="unsure")
+    expect(unsure).to_have_attribute("aria-pressed", "true")
+
+    page.keyboard.press("1")
+    expect(status(page)).to_have_text("Error found at step 3. Press Enter to submit.")
+    with task_swap(page):
+        page.keyboard.press("Enter")
+    expect_queue_empty(page)
+    assert page.evaluate("key => localStorage.getItem(key)", draft_key) is None
+
+    [label] = labels_of(live_app.engine, labeler)
+    assert label.finish_reason == "found_error"
+    assert ratings(label) == [[1], [0], [-1]]
+    assert [s.completions[0].flagged for s in label.steps] == [False, False, True]
+
+
+def expect_inert_and_typeset(page: Page) -> None:
+    problem = page.locator("#task .problem")
+    expect(problem).to_contain_text("<script>window.__pwned = 1</script>")
+    expect(problem).to_contain_text('<img src="/nowhere" onerror="window.__pwned = 2">')
+    expect(problem.locator(".katex").first).to_be_visible()
+    expect(problem.locator(".katex annotation").first).to_have_text("f(x) = x^2")
+    expect(problem.locator("script, img")).to_have_count(0)
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+
+
+def test_problem_markup_shows_as_text_and_math_is_typeset(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    hostile = SolutionSpec(TWO_STEPS.steps, problem_text=HOSTILE, answer="9")
+    queue(live_app.engine, hostile, hostile)
+    log_in(page, labeler)
+    wait_for_task(page, 2)
+    expect_inert_and_typeset(page)
+
+    # The second copy arrives as an htmx fragment, whose script tags htmx would run.
+    press(page, "33")
+    with task_swap(page):
+        page.keyboard.press("Enter")
+    wait_for_task(page, 2)
+    expect_inert_and_typeset(page)
+
+    [label] = labels_of(live_app.engine, labeler)
+    assert label.finish_reason == "solution"
+
+
+def test_blank_reason_keeps_the_dialog_open(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    queue(live_app.engine, TWO_STEPS)
+    log_in(page, labeler)
+    wait_for_task(page, 2)
+    page.get_by_role("button", name="Give up").click()
+    dialog = page.locator("#task .reason-dialog")
+    dialog.get_by_role("textbox").fill("   ")
+    dialog.get_by_role("button", name="Submit").click()
+    expect(dialog).to_be_visible(timeout=1000)
+
+
+def test_enter_on_a_focused_button_presses_it(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    queue(live_app.engine, TWO_STEPS)
+    log_in(page, labeler)
+    wait_for_task(page, 2)
+    page.get_by_role("button", name="Bad problem").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#task .reason-dialog")).to_be_visible(timeout=1000)
+
+
+def test_export_holds_exactly_the_labels_made(live_app: LiveApp) -> None:
+    """Runs last: the PRM800K export holds one line per label the tests above made."""
+    if not live_app.labels_made:
+        pytest.skip("no test before this one made a label")
+    out = io.StringIO()
+    with Session(live_app.engine) as session:
+        summary = write_export(session, out, ExportFilter())
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert summary.lines == len(records) == len(live_app.labels_made)
+    exported = sorted((r["labeler"], r["label"]["finish_reason"]) for r in records)
+    assert exported == sorted(live_app.labels_made)
+    assert all(not r["is_quality_control_question"] for r in records)

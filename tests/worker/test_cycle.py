@@ -1,0 +1,114 @@
+"""End to end: labels in the database, `python -m worker once`, a new generation queued."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session
+
+from app.datasets.demo_seed import seed
+from app.db import transaction
+from app.labeling.queue import next_assignment
+from app.labeling.submission import SubmissionInput, save_label
+from app.models import Generation, QueueState, RunStatus, Solution, TrainingRun, User
+from tests.labeling.test_queue import RULES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def label_all_queued(engine: Engine) -> int:
+    """Alice labels every queued demo solution: wrong answers get -1 at their last step."""
+    labeled = 0
+    while True:
+        with transaction(engine) as session:
+            alice = session.scalars(select(User).where(User.name == "alice")).one()
+            assignment = next_assignment(session, alice, RULES)
+            if assignment is None:
+                return labeled
+            steps = assignment.solution.steps or []
+            wrong = assignment.solution.answer_correct is False
+            ratings = [1] * (len(steps) - 1) + [-1 if wrong else 1]
+            reason = "found_error" if wrong else "solution"
+            body = SubmissionInput.model_validate(
+                {
+                    "steps": [{"rating": r} for r in ratings],
+                    "finish_reason": reason,
+                    "total_time": 1000,
+                }
+            )
+            save_label(session, assignment, alice, body, overlap=1)
+            labeled += 1
+
+
+def worker(database_url: str, checkpoints: Path, *args: str) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "STEPLABEL_DATABASE_URL": database_url,
+        "STEPLABEL_CHECKPOINT_DIR": str(checkpoints),
+        "STEPLABEL_SELECT_PER_PROBLEM": "2",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "worker", *args],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def test_once_trains_selects_and_queues_a_generation(
+    engine: Engine, database_url: str, tmp_path: Path
+) -> None:
+    from app.grading import grade_solutions
+
+    with transaction(engine) as session:
+        seed(session)
+        grade_solutions(session)
+    assert label_all_queued(engine) > 50
+
+    first = worker(database_url, tmp_path, "once")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with Session(engine) as session:
+            if session.scalar(select(TrainingRun.status)) == RunStatus.RUNNING.value:
+                break
+        time.sleep(0.2)
+    second = worker(database_url, tmp_path, "once")
+    _, second_err = second.communicate(timeout=120)
+    first_out, first_err = first.communicate(timeout=600)
+    assert first.returncode == 0, first_out + first_err
+    assert second.returncode == 0 and "another worker is training" in second_err
+
+    with Session(engine) as session:
+        run = session.scalars(select(TrainingRun)).one()  # the second did not train
+        assert run.status == RunStatus.SUCCEEDED.value and run.is_current
+        metrics = run.metrics or {}
+        for key in (
+            "step_accuracy",
+            "auroc_negative",
+            "first_error_f1",
+            "best_of_n_prm",
+            "selection_yield",
+        ):
+            assert key in metrics, key
+        assert run.labels_used and Path(run.checkpoint_path or "").is_dir()
+        assert set(run.timings or {}) >= {"grade", "data", "train", "evaluate", "score", "select"}
+        generation = session.scalars(select(Generation)).one()
+        assert generation.run_id == run.id and generation.number == 1
+        queued = session.scalars(select(Solution).where(Solution.generation == 1)).all()
+        assert len(queued) == generation.selected == 2 * 24
+        assert all(s.queue_state == QueueState.OPEN.value for s in queued)
+        assert all(s.prm_score is not None and s.scored_by_run_id == run.id for s in queued)
+        wrong = sum(s.answer_correct is False for s in queued)
+        assert generation.wrong_answers == wrong > 0
+        # The new generation reaches labelers: bob gets one of its solutions next.
+        bob = session.scalars(select(User).where(User.name == "bob")).one()
+        served = next_assignment(session, bob, RULES)
+        assert served is not None and served.solution.generation in (0, 1)
+        assert session.scalar(
+            select(func.count()).select_from(Solution).where(Solution.generation == 1)
+        ) == len(queued)

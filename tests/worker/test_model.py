@@ -1,0 +1,198 @@
+"""The one encoding (labels on the step-end token, never one off), the tiny model, the PRM."""
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import (
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
+
+from worker.model import (
+    IGNORE_INDEX,
+    PRM,
+    STEP_TOKEN,
+    TrainingArgs,
+    build_model,
+    build_tiny,
+    build_tiny_tokenizer,
+    byte_tokenizer,
+    encode,
+    length_batches,
+    step_token_id,
+)
+
+TRICKY_STEPS = [
+    "First, 2+3=5.",
+    f"A step that quotes the marker {STEP_TOKEN} and <|pad|> <|eos|> inside it",
+    "Unicode: ∑ x² ≤ π, naïve café, 数学, 🙂",
+    "",
+    "  spaces  \n and a newline ",
+    "<|step",
+]
+TRICKY_LABELS = [1, 0, 1, 0, 1, -1]
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> PreTrainedTokenizerBase:
+    return build_tiny_tokenizer()
+
+
+def test_each_label_sits_on_a_step_end_token(tokenizer: PreTrainedTokenizerBase) -> None:
+    encoded = encode(tokenizer, "Problem ∫?", TRICKY_STEPS, TRICKY_LABELS, max_length=4096)
+
+    assert len(encoded.step_end_positions) == len(TRICKY_STEPS)
+    assert [tokenizer.decode([encoded.input_ids[p]]) for p in encoded.step_end_positions] == [
+        STEP_TOKEN
+    ] * len(TRICKY_STEPS)
+    labeled = [i for i, label in enumerate(encoded.label_ids) if label != IGNORE_INDEX]
+    assert labeled == encoded.step_end_positions
+    assert [encoded.label_ids[p] - 1 for p in labeled] == TRICKY_LABELS
+    # Marker-like text inside a step stays text: only real step ends are step tokens.
+    assert encoded.input_ids.count(step_token_id(tokenizer)) == len(TRICKY_STEPS)
+
+
+def test_the_tokens_between_step_ends_spell_the_step(tokenizer: PreTrainedTokenizerBase) -> None:
+    encoded = encode(tokenizer, "Problem", TRICKY_STEPS, None, max_length=4096)
+
+    starts = [encoded.step_end_positions[0] - len(tokenizer.encode(TRICKY_STEPS[0]))]
+    starts += [end + 1 for end in encoded.step_end_positions[:-1]]
+    texts = [
+        tokenizer.decode(encoded.input_ids[start:end])
+        for start, end in zip(starts, encoded.step_end_positions, strict=True)
+    ]
+    assert texts == TRICKY_STEPS
+    assert tokenizer.decode(encoded.input_ids[: starts[0]]) == "<|bos|>Problem\n"
+    assert set(encoded.label_ids) == {IGNORE_INDEX}
+
+
+@pytest.mark.parametrize("max_length", [2, 3, 8, 20, 40, 60, 90, 120, 200])
+def test_truncation_keeps_every_kept_label_aligned(
+    tokenizer: PreTrainedTokenizerBase, max_length: int
+) -> None:
+    full = encode(tokenizer, "A long problem statement.", TRICKY_STEPS, TRICKY_LABELS, 4096)
+    encoded = encode(
+        tokenizer, "A long problem statement.", TRICKY_STEPS, TRICKY_LABELS, max_length
+    )
+
+    assert len(encoded.input_ids) == len(encoded.label_ids) == min(max_length, len(full.input_ids))
+    assert encoded.input_ids[0] == tokenizer.bos_token_id
+    # The latest tokens survive, the same tokens as in the full layout.
+    assert (
+        encoded.input_ids[1:] == full.input_ids[len(full.input_ids) - len(encoded.input_ids) + 1 :]
+    )
+    kept = len(encoded.step_end_positions)
+    assert kept >= 1, "the last step always survives"
+    assert encoded.first_step + kept == len(TRICKY_STEPS)
+    for offset, position in enumerate(encoded.step_end_positions):
+        assert tokenizer.decode([encoded.input_ids[position]]) == STEP_TOKEN
+        assert encoded.label_ids[position] - 1 == TRICKY_LABELS[encoded.first_step + offset]
+    labeled = [i for i, label in enumerate(encoded.label_ids) if label != IGNORE_INDEX]
+    assert labeled == encoded.step_end_positions
+
+
+def test_labels_must_match_the_steps(tokenizer: PreTrainedTokenizerBase) -> None:
+    with pytest.raises(ValueError, match="2 labels for 3 steps"):
+        encode(tokenizer, "p", ["a", "b", "c"], [1, 1], 100)
+
+
+def test_a_tokenizer_without_the_step_token_is_refused() -> None:
+    with pytest.raises(ValueError, match="no <\\|step\\|> token"):
+        step_token_id(byte_tokenizer())
+
+
+def test_the_tiny_model_is_the_same_for_a_seed() -> None:
+    first, _ = build_tiny(seed=7)
+    again, _ = build_tiny(seed=7)
+    other, _ = build_tiny(seed=8)
+
+    for (name, a), b in zip(first.state_dict().items(), again.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    assert not torch.equal(first.head.weight, other.head.weight)
+
+
+def test_loss_is_cross_entropy_on_the_labeled_positions_only() -> None:
+    model, tokenizer = build_tiny(seed=0)
+    encoded = encode(tokenizer, "p", ["1+1=2", "1+1=3"], [1, -1], 64)
+    input_ids = torch.tensor([encoded.input_ids])
+    labels = torch.tensor([encoded.label_ids])
+    mask = torch.ones_like(input_ids)
+
+    output = model(input_ids, mask, labels)
+
+    positions = encoded.step_end_positions
+    expected = F.cross_entropy(output.logits[0, positions], torch.tensor([2, 0]))
+    assert output.loss is not None
+    assert torch.allclose(output.loss, expected)
+    unlabeled = model(input_ids, mask, torch.full_like(labels, IGNORE_INDEX)).loss
+    assert unlabeled is not None and unlabeled.item() == 0.0
+
+
+def test_a_local_base_model_gets_the_step_token(tmp_path: Path) -> None:
+    """A real base model is a local directory; its vocabulary grows by the step token."""
+    # No step token and no pad token, like most base models.
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=byte_tokenizer().backend_tokenizer,
+        bos_token="<|bos|>",
+        eos_token="<|eos|>",
+    )
+    vocabulary = len(tokenizer)
+    assert STEP_TOKEN not in tokenizer.get_vocab()
+    config = LlamaConfig(
+        vocab_size=vocabulary,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+    )
+    LlamaForCausalLM(config).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+
+    model, loaded = build_model(TrainingArgs(base_model=str(tmp_path), device="cpu"))
+
+    assert isinstance(model, PRM)
+    assert loaded.pad_token == "<|eos|>"
+    assert step_token_id(loaded) == vocabulary
+    assert model.backbone.get_input_embeddings().num_embeddings == vocabulary + 1
+    encoded = encode(loaded, "p", ["x", "y"], [1, 0], 64)
+    logits = model(torch.tensor([encoded.input_ids]), torch.ones(1, len(encoded.input_ids))).logits
+    assert logits.shape == (1, len(encoded.input_ids), 3)
+
+
+def test_a_model_name_is_not_downloaded() -> None:
+    with pytest.raises(FileNotFoundError, match="nothing is downloaded"):
+        build_model(TrainingArgs(base_model="Qwen/Qwen2.5-Math-7B-Instruct"))
+
+
+def test_length_batches_group_similar_lengths_within_limits() -> None:
+    lengths = [50, 3, 7, 3, 100, 9, 8, 60, 2]
+
+    batches = length_batches(lengths, max_sequences=3, max_tokens=120)
+
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    assert all(len(batch) <= 3 for batch in batches)
+    assert all(len(b) * max(lengths[i] for i in b) <= 120 for b in batches if len(b) > 1)
+    flat = [lengths[i] for batch in batches for i in batch]
+    assert flat == sorted(lengths)
+    assert [4] in batches, "a sequence longer than the token cap gets a batch of its own"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"learning_rate": 0},
+        {"epochs": 0},
+        {"held_out_fraction": 1.0},
+        {"device": "tpu"},
+        {"max_length": 1},
+        {"warmup_ratio": 1.0},
+    ],
+)
+def test_bad_training_arguments_fail_fast(change: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="invalid training arguments"):
+        TrainingArgs(**change)  # type: ignore[arg-type]

@@ -1,0 +1,121 @@
+"""Scoring: order kept through length batching, the product rule, windows, the trained PRM."""
+
+import math
+
+import pytest
+import torch
+
+from tests.worker import PROBLEM, equation, tiny_args, trained_arithmetic_prm
+from worker.model import build_tiny, encode
+from worker.score import score_solutions, score_with_throughput, step_probabilities
+
+ITEMS = [
+    ("Short.", ["1+1=2"]),
+    ("A much longer problem statement, to make this sequence long. " * 3, ["a", "b", "c"]),
+    ("Medium problem.", ["2+2=4", "Let us go on.", "4+4=9"]),
+    ("p", []),
+    ("Another one.", ["x" * 40, "y", "z" * 10, "w"]),
+    ("Short.", ["1+1=2"]),
+]
+
+
+@pytest.fixture(scope="module")
+def untrained() -> tuple[torch.nn.Module, object]:
+    model, tokenizer = build_tiny(seed=3)
+    return model, tokenizer
+
+
+def test_scores_come_back_in_the_callers_order(untrained: tuple) -> None:
+    model, tokenizer = untrained
+    args = tiny_args(score_batch_size=2)
+
+    together = score_solutions(model, tokenizer, ITEMS, args)
+    alone = [score_solutions(model, tokenizer, [item], args)[0] for item in ITEMS]
+
+    assert [len(s.step_scores) for s in together] == [len(steps) for _, steps in ITEMS]
+    for batched, single in zip(together, alone, strict=True):
+        assert batched.step_scores == pytest.approx(single.step_scores, abs=1e-6)
+    assert together[0].step_scores == pytest.approx(together[-1].step_scores, abs=1e-6)
+
+
+def test_solution_score_is_the_product_of_step_scores(untrained: tuple) -> None:
+    model, tokenizer = untrained
+    args = tiny_args()
+
+    scores = score_solutions(model, tokenizer, ITEMS, args)
+    probabilities, _ = step_probabilities(model, tokenizer, ITEMS, args)
+
+    for score, rows in zip(scores, probabilities, strict=True):
+        assert 0 < score.score <= 1
+        assert all(0 < s <= 1 for s in score.step_scores)
+        assert score.step_scores == pytest.approx([row[1] + row[2] for row in rows])
+        assert score.score == pytest.approx(math.prod(score.step_scores))
+        assert score.min_step == min(score.step_scores, default=1.0)
+    assert scores[3].score == 1.0 and scores[3].step_scores == []
+
+
+def test_long_solutions_are_scored_in_windows(untrained: tuple) -> None:
+    """A solution longer than max_length still gets a score for every step."""
+    model, tokenizer = untrained
+    steps = [f"step {i}: " + "z" * 15 for i in range(12)]
+    args = tiny_args(max_length=64)
+
+    probabilities, throughput = step_probabilities(model, tokenizer, [("p", steps)], args)
+
+    assert probabilities[0].shape == (12, 3)
+    assert probabilities[0].sum(axis=1) == pytest.approx([1.0] * 12)
+    assert throughput.sequences > 1 and throughput.solutions == 1
+    # Steps cut from the first window score exactly as the solution that ends before them.
+    first_kept = encode(tokenizer, "p", steps, None, args.max_length).first_step
+    assert 0 < first_kept < 12
+    prefix, _ = step_probabilities(model, tokenizer, [("p", steps[:first_kept])], args)
+    assert probabilities[0][:first_kept] == pytest.approx(prefix[0], abs=1e-6)
+
+
+def test_throughput_is_measured(untrained: tuple) -> None:
+    model, tokenizer = untrained
+
+    scores, throughput = score_with_throughput(model, tokenizer, ITEMS, tiny_args())
+
+    assert len(scores) == throughput.solutions == len(ITEMS)
+    assert throughput.tokens > 0 and throughput.seconds > 0
+    assert throughput.tokens_per_second > 0 and throughput.solutions_per_second > 0
+
+
+def test_scoring_leaves_the_model_in_its_mode(untrained: tuple) -> None:
+    model, tokenizer = untrained
+    model.train()
+    score_solutions(model, tokenizer, ITEMS[:2], tiny_args())
+    assert model.training
+    model.eval()
+
+
+def test_a_false_step_scores_lower_after_training() -> None:
+    trained = trained_arithmetic_prm()
+    pairs = [(2, 3), (1, 4), (6, 2), (0, 7), (3, 3), (4, 5)]
+    prefix = [equation(1, 1, 2), "Let us go on."]
+
+    def solutions(wrong: bool) -> list[tuple[str, list[str]]]:
+        return [(PROBLEM, [*prefix, equation(a, b, (a + b + 4 * wrong) % 10)]) for a, b in pairs]
+
+    true_scores = score_solutions(trained.model, trained.tokenizer, solutions(False), trained.args)
+    false_scores = score_solutions(trained.model, trained.tokenizer, solutions(True), trained.args)
+
+    lower = [f.score < t.score for f, t in zip(false_scores, true_scores, strict=True)]
+    assert sum(lower) >= len(pairs) - 1, (true_scores, false_scores)
+    assert sum(f.score for f in false_scores) < 0.6 * sum(t.score for t in true_scores)
+    # The shared prefix scores the same: only the last step differs.
+    assert false_scores[0].step_scores[:2] == pytest.approx(true_scores[0].step_scores[:2])
+
+
+@pytest.mark.gpu
+def test_bf16_scoring_on_cuda_agrees_with_float32() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    model, tokenizer = build_tiny(seed=3)
+    cpu = score_solutions(model, tokenizer, ITEMS, tiny_args(device="cpu"))
+
+    cuda = score_solutions(model.cuda(), tokenizer, ITEMS, tiny_args(device="cuda", bf16=True))
+
+    for a, b in zip(cpu, cuda, strict=True):
+        assert b.step_scores == pytest.approx(a.step_scores, abs=0.05)

@@ -1,0 +1,375 @@
+"""The process reward model: training arguments, tokenizer, the one encoding, the network.
+
+A PRM here is a causal decoder with a 3-class token-classification head. Each step of a
+solution is followed by a dedicated step-end token (``<|step|>``); the step's label sits
+on that token and the head's output there is the step's score. ``encode`` is the only
+place that lays a solution out as tokens: training and scoring both call it, so a label
+can never sit one token off from the position scoring reads.
+
+Nothing is downloaded: ``base_model`` is ``"tiny"`` (a small decoder built in code, for
+tests and demos) or a local Hugging Face checkpoint directory.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+import torch
+import torch.nn.functional as F
+import transformers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from torch import nn
+from transformers import (
+    AutoModel,
+    AutoTokenizer,
+    LlamaConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
+
+STEP_TOKEN = "<|step|>"
+"""Ends every step; the step's label and score live on this token."""
+
+TINY = "tiny"
+LABELS = (-1, 0, 1)
+"""PRM800K ratings in class order: class index = rating + 1."""
+NUM_CLASSES = len(LABELS)
+IGNORE_INDEX = -100
+"""Cross entropy's ignored target: every position that is not a step end."""
+
+TINY_CONFIG = {
+    "hidden_size": 64,
+    "intermediate_size": 192,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": False,
+}
+"""The tiny decoder's LlamaConfig (the vocabulary comes from the byte tokenizer)."""
+
+Device = Literal["auto", "cpu", "cuda"]
+
+
+@dataclass
+class TrainingArgs:
+    """Every knob of a training run; saved beside each checkpoint as training_args.json."""
+
+    base_model: str = TINY
+    """``"tiny"`` (built in code) or a local Hugging Face checkpoint directory."""
+    learning_rate: float = 2e-5
+    """Peak AdamW learning rate, reached after warmup and decayed linearly to zero."""
+    epochs: int = 2
+    batch_size: int = 16
+    """Sequences per optimizer step (per process under torchrun)."""
+    max_tokens_per_batch: int | None = None
+    """Also cap a batch's padded tokens (sequences x longest); None: batch_size alone."""
+    length_pool_batches: int = 16
+    """Training batches group similar lengths within random pools of this many batches:
+    1 gives random batches (most padding), more gives less padding but more alike batches."""
+    max_length: int = 2048
+    """Tokens per sequence; longer solutions lose their earliest tokens (see ``encode``)."""
+    weight_decay: float = 0.01
+    """AdamW decay, applied to matrices only (not biases or norms)."""
+    warmup_ratio: float = 0.05
+    """Share of optimizer steps spent warming the learning rate up from zero."""
+    max_grad_norm: float = 1.0
+    """Clip the gradient norm to this; 0 turns clipping off."""
+    seed: int = 0
+    """Seeds the tiny model's weights, the head, batch order and the held-out split."""
+    device: Device = "auto"
+    """``auto`` takes CUDA when there is one."""
+    bf16: bool | None = None
+    """bfloat16 autocast; None: on when the device is CUDA and supports it."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass: less memory, about a third slower."""
+    held_out_fraction: float = 0.1
+    """Share of problems (not examples) kept out of training for evaluation."""
+    score_batch_size: int = 32
+    """Sequences per forward pass when scoring and evaluating."""
+
+    def __post_init__(self) -> None:
+        checks = {
+            "learning_rate": self.learning_rate > 0,
+            "epochs": self.epochs >= 1,
+            "batch_size": self.batch_size >= 1,
+            "max_tokens_per_batch": (self.max_tokens_per_batch or 1) >= 1,
+            "length_pool_batches": self.length_pool_batches >= 1,
+            "max_length": self.max_length >= 2,
+            "weight_decay": self.weight_decay >= 0,
+            "warmup_ratio": 0 <= self.warmup_ratio < 1,
+            "max_grad_norm": self.max_grad_norm >= 0,
+            "device": self.device in ("auto", "cpu", "cuda"),
+            "held_out_fraction": 0 <= self.held_out_fraction < 1,
+            "score_batch_size": self.score_batch_size >= 1,
+        }
+        bad = [name for name, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(f"invalid training arguments: {', '.join(bad)}")
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One solution as model input.
+
+    ``label_ids`` holds the class index (rating + 1) on each kept step's end token and
+    IGNORE_INDEX elsewhere. ``step_end_positions[k]`` is where step ``first_step + k``
+    ends; steps before ``first_step`` were cut off by left truncation.
+    """
+
+    input_ids: list[int]
+    label_ids: list[int]
+    step_end_positions: list[int]
+    first_step: int = 0
+
+
+def step_token_id(tokenizer: PreTrainedTokenizerBase) -> int:
+    token_id = tokenizer.convert_tokens_to_ids(STEP_TOKEN)
+    if not isinstance(token_id, int) or token_id == tokenizer.unk_token_id:
+        raise ValueError(f"the tokenizer has no {STEP_TOKEN} token; see prepare_tokenizer")
+    return token_id
+
+
+def encode(
+    tokenizer: PreTrainedTokenizerBase,
+    problem: str,
+    steps: list[str],
+    labels: list[int] | None,
+    max_length: int,
+) -> Encoded:
+    """Lay out ``[bos] problem "\\n" step_1 <|step|> ... step_n <|step|>``.
+
+    Every piece is tokenized on its own with special tokens split as plain text, so a step
+    that contains the literal text ``<|step|>`` cannot produce a step-end token.
+
+    Truncation: when the layout is longer than ``max_length``, tokens are cut from the
+    left (after bos): first the problem, then the earliest steps. The last step always
+    survives. A step whose end token is cut is dropped with its label, and ``first_step``
+    says how many were dropped; the score functions score those steps from a shorter
+    prefix instead (a causal model's step score depends only on what precedes it).
+    """
+    if labels is not None and len(labels) != len(steps):
+        raise ValueError(f"{len(labels)} labels for {len(steps)} steps")
+    step_id = step_token_id(tokenizer)
+    pieces = tokenizer(
+        [problem + "\n", *steps], add_special_tokens=False, split_special_tokens=True
+    )["input_ids"]
+    if any(step_id in piece for piece in pieces):
+        raise ValueError(f"text encoded to {STEP_TOKEN}; the tokenizer ignores split_special")
+    body, body_labels = list(pieces[0]), [IGNORE_INDEX] * len(pieces[0])
+    ends = []
+    for index, piece in enumerate(pieces[1:]):
+        label = IGNORE_INDEX if labels is None else labels[index] + 1
+        body += [*piece, step_id]
+        body_labels += [IGNORE_INDEX] * len(piece) + [label]
+        ends.append(len(body) - 1)
+    prefix = [] if tokenizer.bos_token_id is None else [tokenizer.bos_token_id]
+    cut = max(0, len(body) - (max_length - len(prefix)))
+    kept = [end for end in ends if end >= cut]
+    return Encoded(
+        input_ids=prefix + body[cut:],
+        label_ids=[IGNORE_INDEX] * len(prefix) + body_labels[cut:],
+        step_end_positions=[len(prefix) + end - cut for end in kept],
+        first_step=len(ends) - len(kept),
+    )
+
+
+class PRMOutput(NamedTuple):
+    logits: torch.Tensor
+    """(batch, length, 3): class scores for -1, 0, +1 at every position."""
+    loss: torch.Tensor | None
+
+
+class PRM(nn.Module):
+    """A causal decoder's hidden states and a linear 3-class head on every token."""
+
+    def __init__(self, backbone: PreTrainedModel) -> None:
+        super().__init__()
+        self.backbone = backbone
+        # The embedding width is the hidden size for every decoder, whatever its config calls it.
+        hidden = backbone.get_input_embeddings().embedding_dim
+        self.head = nn.Linear(hidden, NUM_CLASSES)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        labels: torch.Tensor | None = None,
+    ) -> PRMOutput:
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask)
+        logits = self.head(hidden.last_hidden_state)
+        if labels is None:
+            return PRMOutput(logits, None)
+        # A sum over labeled tokens divided by their count: the mean, yet 0 (not NaN)
+        # for a batch whose labels were all truncated away.
+        total = F.cross_entropy(
+            logits.float().flatten(0, 1),
+            labels.flatten(),
+            ignore_index=IGNORE_INDEX,
+            reduction="sum",
+        )
+        count = (labels != IGNORE_INDEX).sum().clamp(min=1)
+        return PRMOutput(logits, total / count)
+
+
+def byte_tokenizer() -> PreTrainedTokenizerFast:
+    """A byte-level tokenizer with no merges: 256 byte tokens, then bos, eos and pad.
+
+    Any text encodes (no unknown token), and one token is one byte, so tests can reason
+    about positions exactly.
+    """
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    core = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    core.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<|bos|>", eos_token="<|eos|>", pad_token="<|pad|>"
+    )
+
+
+def build_tiny_tokenizer() -> PreTrainedTokenizerBase:
+    """The tiny model's tokenizer: the byte tokenizer and the step-end token."""
+    return prepare_tokenizer(byte_tokenizer())
+
+
+def prepare_tokenizer(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
+    """Add the step-end token if missing, and a pad token (the eos) where there is none."""
+    if STEP_TOKEN not in tokenizer.get_vocab():
+        tokenizer.add_tokens([STEP_TOKEN], special_tokens=True)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    # Right padding keeps each sequence's positions 0..n-1 under a causal mask.
+    tokenizer.padding_side = "right"
+    return tokenizer
+
+
+def build_tiny(seed: int) -> tuple[PRM, PreTrainedTokenizerBase]:
+    """The tiny PRM: a 2-layer Llama on the byte tokenizer, the same weights for a seed."""
+    tokenizer = build_tiny_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **TINY_CONFIG,
+    )
+    torch.manual_seed(seed)
+    return PRM(AutoModel.from_config(config)), tokenizer
+
+
+def _float32() -> dict[str, torch.dtype]:
+    # Full-precision master weights; bf16 comes from autocast. transformers 5 renamed the
+    # argument (and defaults to the checkpoint's dtype, often bf16).
+    key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+    return {key: torch.float32}
+
+
+def load_backbone(directory: str | os.PathLike[str]) -> PreTrainedModel:
+    """A local checkpoint's decoder without its language-model head."""
+    model: PreTrainedModel = AutoModel.from_pretrained(
+        str(directory), local_files_only=True, **_float32()
+    )
+    return model
+
+
+def load_local(directory: str | os.PathLike[str], seed: int) -> tuple[PRM, PreTrainedTokenizerBase]:
+    """A PRM on a local base checkpoint, its vocabulary grown by the step-end token."""
+    path = Path(directory)
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"base model {str(directory)!r} is not a directory; use 'tiny' or a local "
+            "Hugging Face checkpoint (nothing is downloaded)"
+        )
+    tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(str(path), local_files_only=True))
+    backbone = load_backbone(path)
+    if backbone.get_input_embeddings().num_embeddings < len(tokenizer):
+        backbone.resize_token_embeddings(len(tokenizer))
+    torch.manual_seed(seed)
+    return PRM(backbone), tokenizer
+
+
+def build_model(args: TrainingArgs) -> tuple[PRM, PreTrainedTokenizerBase]:
+    """The untrained PRM and its tokenizer for ``args.base_model``."""
+    if args.base_model == TINY:
+        return build_tiny(args.seed)
+    return load_local(args.base_model, args.seed)
+
+
+def enable_gradient_checkpointing(model: PRM) -> None:
+    backbone = model.backbone
+    kwargs = {"use_reentrant": False}  # the reentrant variant breaks under DDP
+    if hasattr(backbone, "activation_checkpointing_enable"):
+        backbone.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+def resolve_device(device: Device) -> torch.device:
+    """The torch device for ``device``; under torchrun, this process's GPU."""
+    if device == "cpu" or (device == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def uses_bf16(args: TrainingArgs, device: torch.device) -> bool:
+    if device.type != "cuda":
+        return False
+    return torch.cuda.is_bf16_supported() if args.bf16 is None else args.bf16
+
+
+def autocast(args: TrainingArgs, device: torch.device) -> torch.autocast:
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=uses_bf16(args, device))
+
+
+def length_batches(
+    lengths: list[int], max_sequences: int, max_tokens: int | None = None
+) -> list[list[int]]:
+    """Indices grouped into batches of similar length, shortest first.
+
+    A batch holds at most ``max_sequences`` sequences and, with ``max_tokens``, at most
+    that many padded tokens (a longer single sequence gets a batch of its own).
+    """
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in sorted(range(len(lengths)), key=lengths.__getitem__):
+        # Sorted ascending, so the newcomer is the longest: it sets the padded width.
+        padded = (len(current) + 1) * lengths[index]
+        if current and (
+            len(current) >= max_sequences or (max_tokens is not None and padded > max_tokens)
+        ):
+            batches.append(current)
+            current = []
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
+
+
+@dataclass(frozen=True)
+class Batch:
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    label_ids: torch.Tensor
+
+    @property
+    def tokens(self) -> int:
+        return int(self.attention_mask.sum())
+
+
+def collate(encoded: list[Encoded], pad_token_id: int, device: torch.device) -> Batch:
+    """Right-pad a batch to its longest sequence; padding is masked and unlabeled."""
+    width = max(len(e.input_ids) for e in encoded)
+    input_ids = torch.full((len(encoded), width), pad_token_id, dtype=torch.long)
+    label_ids = torch.full((len(encoded), width), IGNORE_INDEX, dtype=torch.long)
+    attention_mask = torch.zeros((len(encoded), width), dtype=torch.long)
+    for row, item in enumerate(encoded):
+        n = len(item.input_ids)
+        input_ids[row, :n] = torch.tensor(item.input_ids)
+        label_ids[row, :n] = torch.tensor(item.label_ids)
+        attention_mask[row, :n] = 1
+    return Batch(input_ids.to(device), attention_mask.to(device), label_ids.to(device))

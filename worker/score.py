@@ -1,0 +1,160 @@
+"""Scoring solutions with a PRM: per-step probabilities, batched by length.
+
+A step's score is P(positive) + P(neutral) at its step-end token (neutral counts as
+correct, as in "Let's Verify Step by Step"); a solution's score is the product over its
+steps, the probability that every step is fine. Sequences are sorted by length, padded
+per batch and put back in the callers' order.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from worker.model import PRM, Encoded, TrainingArgs, autocast, collate, encode, length_batches
+
+
+@dataclass(frozen=True)
+class SolutionScore:
+    score: float
+    """Product of the step scores, in (0, 1]; 1.0 for a solution with no steps."""
+    min_step: float
+    """The weakest step's score; 1.0 for a solution with no steps."""
+    step_scores: list[float]
+    """P(positive) + P(neutral) for each step, in order."""
+
+
+@dataclass(frozen=True)
+class Throughput:
+    solutions: int
+    sequences: int
+    """Forward sequences: more than solutions where long ones are scored in windows."""
+    tokens: int
+    """Tokens that are not padding."""
+    seconds: float
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds else 0.0
+
+    @property
+    def solutions_per_second(self) -> float:
+        return self.solutions / self.seconds if self.seconds else 0.0
+
+
+@dataclass(frozen=True)
+class _Window:
+    item: int
+    encoded: Encoded
+
+
+def _windows(
+    tokenizer: PreTrainedTokenizerBase, items: list[tuple[str, list[str]]], max_length: int
+) -> list[_Window]:
+    """Each solution as one sequence, or, when too long, as prefixes that cover every step.
+
+    The first window ends at the last step; left truncation may drop early steps, which
+    the next window (the solution up to the first kept step) scores, and so on. Each
+    window keeps at least its last step, so this ends.
+    """
+    windows = []
+    for index, (problem, steps) in enumerate(items):
+        end = len(steps)
+        while end > 0:
+            encoded = encode(tokenizer, problem, steps[:end], None, max_length)
+            windows.append(_Window(index, encoded))
+            end = encoded.first_step
+    return windows
+
+
+def step_probabilities(
+    model: PRM,
+    tokenizer: PreTrainedTokenizerBase,
+    items: list[tuple[str, list[str]]],
+    args: TrainingArgs,
+) -> tuple[list[np.ndarray], Throughput]:
+    """For each (problem, steps) item, a (steps, 3) array of P(-1), P(0), P(+1).
+
+    Runs on the device the model is on, with bf16 autocast on CUDA (``args.bf16``).
+    """
+    started = time.perf_counter()
+    device = next(model.parameters()).device
+    windows = _windows(tokenizer, items, args.max_length)
+    probabilities = [np.zeros((len(steps), 3)) for _, steps in items]
+    batches = length_batches(
+        [len(w.encoded.input_ids) for w in windows],
+        args.score_batch_size,
+        args.max_tokens_per_batch,
+    )
+    tokens = 0
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode(), autocast(args, device):
+            for batch_indices in batches:
+                batch = [windows[i] for i in batch_indices]
+                tokens += _score_batch(model, tokenizer, batch, probabilities, device)
+    finally:
+        model.train(was_training)
+    seconds = time.perf_counter() - started
+    return probabilities, Throughput(len(items), len(windows), tokens, seconds)
+
+
+def _score_batch(
+    model: PRM,
+    tokenizer: PreTrainedTokenizerBase,
+    windows: list[_Window],
+    probabilities: list[np.ndarray],
+    device: torch.device,
+) -> int:
+    """Write the windows' step probabilities into ``probabilities``; the tokens read."""
+    batch = collate([w.encoded for w in windows], tokenizer.pad_token_id, device)
+    logits = model(batch.input_ids, batch.attention_mask).logits
+    rows = [row for row, w in enumerate(windows) for _ in w.encoded.step_end_positions]
+    columns = [p for w in windows for p in w.encoded.step_end_positions]
+    # float64 softmax so that tiny step scores stay positive in long products.
+    chosen = torch.softmax(logits[rows, columns].double(), dim=-1).cpu().numpy()
+    offset = 0
+    for window in windows:
+        count = len(window.encoded.step_end_positions)
+        first = window.encoded.first_step
+        probabilities[window.item][first : first + count] = chosen[offset : offset + count]
+        offset += count
+    return batch.tokens
+
+
+def solution_score(probabilities: np.ndarray) -> SolutionScore:
+    """The product and minimum of the step scores P(+1) + P(0)."""
+    # Clamped: the two probabilities can sum to a hair above 1 in floating point.
+    step_scores = [min(1.0, float(p[1] + p[2])) for p in probabilities]
+    return SolutionScore(
+        score=math.prod(step_scores),
+        min_step=min(step_scores, default=1.0),
+        step_scores=step_scores,
+    )
+
+
+def score_with_throughput(
+    model: PRM,
+    tokenizer: PreTrainedTokenizerBase,
+    items: list[tuple[str, list[str]]],
+    args: TrainingArgs,
+) -> tuple[list[SolutionScore], Throughput]:
+    """``score_solutions`` with its tokens/s and solutions/s."""
+    probabilities, throughput = step_probabilities(model, tokenizer, items, args)
+    return [solution_score(p) for p in probabilities], throughput
+
+
+def score_solutions(
+    model: PRM,
+    tokenizer: PreTrainedTokenizerBase,
+    items: list[tuple[str, list[str]]],
+    args: TrainingArgs,
+) -> list[SolutionScore]:
+    """Score (problem, steps) items, in the order given."""
+    return score_with_throughput(model, tokenizer, items, args)[0]
