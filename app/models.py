@@ -24,6 +24,7 @@ from sqlalchemy import (
     MetaData,
     SmallInteger,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -350,3 +351,12 @@ class LoginFailure(Base):
     name: Mapped[str] = mapped_column(String(120))
     address: Mapped[str] = mapped_column(String(64), index=True)
     at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
+
+
+# The Core tables, for bulk statements that skip the ORM (imports, label submits).
+PROBLEMS: Table = Problem.__table__  # type: ignore[assignment]
+SOLUTIONS: Table = Solution.__table__  # type: ignore[assignment]
+USERS: Table = User.__table__  # type: ignore[assignment]
+LABELS: Table = Label.__table__  # type: ignore[assignment]
+LABEL_STEPS: Table = LabelStep.__table__  # type: ignore[assignment]
+STEP_COMPLETIONS: Table = StepCompletion.__table__  # type: ignore[assignment]

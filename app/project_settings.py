@@ -1,5 +1,6 @@
 """Project-wide values admins change at run time, over the defaults from the environment."""
 
+import time
 from typing import Any
 
 from sqlalchemy import select
@@ -24,10 +25,26 @@ def set_value(session: Session, key: str, value: Any) -> None:
     else:
         row.value = value
     session.flush()
+    _cached.clear()
+
+
+CACHE_SECONDS = 5.0
+"""Every labeling request reads the runtime settings: a change applies within this time."""
+_cached: dict[tuple[str, ...], tuple[float, dict[str, Any]]] = {}
 
 
 def runtime_settings(session: Session, settings: Settings) -> dict[str, Any]:
     """The RUNTIME_KEYS, each from the database where an admin set it, else the setting."""
+    key = (str(session.get_bind().engine.url), *(str(getattr(settings, k)) for k in RUNTIME_KEYS))
+    hit = _cached.get(key)
+    if hit is not None and time.monotonic() - hit[0] < CACHE_SECONDS:
+        return hit[1]
+    values = _read_runtime_settings(session, settings)
+    _cached[key] = (time.monotonic(), values)
+    return values
+
+
+def _read_runtime_settings(session: Session, settings: Settings) -> dict[str, Any]:
     stored: dict[str, Any] = dict(
         session.execute(
             select(ProjectSetting.key, ProjectSetting.value).where(

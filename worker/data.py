@@ -14,11 +14,11 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sqlalchemy.orm import Session
-from worker.train import Example
 
 from app.config import Settings
 from app.datasets.export import ExportFilter, iter_records
 from app.models import FinishReason
+from worker.train import Example
 
 LEFT_OUT = {FinishReason.GIVE_UP.value, FinishReason.BAD_PROBLEM.value}
 """Labels that do not judge the solution's steps."""

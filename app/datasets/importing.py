@@ -19,19 +19,17 @@ from app.answers import final_answer, last_boxed, split_steps
 from app.datasets import keys
 from app.datasets.bulk import analyze, insert_rows, insert_rows_returning_ids, paused_gc
 from app.datasets.reading import ImportLineError, SourceLine, batched, describe
-from app.datasets.store import (
+from app.datasets.store import ConflictError, ProblemSpec, SolutionSpec, Store
+from app.models import (
     LABEL_STEPS,
     LABELS,
     PROBLEMS,
     SOLUTIONS,
     STEP_COMPLETIONS,
     USERS,
-    ConflictError,
-    ProblemSpec,
-    SolutionSpec,
-    Store,
+    QueueState,
+    TaskStyle,
 )
-from app.models import QueueState, TaskStyle
 
 BATCH_SIZE = 1000
 T = TypeVar("T")

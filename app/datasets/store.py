@@ -15,24 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.datasets import keys
 from app.datasets.bulk import insert_rows_returning_ids
-from app.models import (
-    Label,
-    LabelStep,
-    Problem,
-    QueueState,
-    Role,
-    Solution,
-    StepCompletion,
-    TaskStyle,
-    User,
-)
-
-PROBLEMS: Table = Problem.__table__  # type: ignore[assignment]
-SOLUTIONS: Table = Solution.__table__  # type: ignore[assignment]
-USERS: Table = User.__table__  # type: ignore[assignment]
-LABELS: Table = Label.__table__  # type: ignore[assignment]
-LABEL_STEPS: Table = LabelStep.__table__  # type: ignore[assignment]
-STEP_COMPLETIONS: Table = StepCompletion.__table__  # type: ignore[assignment]
+from app.models import LABELS, PROBLEMS, SOLUTIONS, USERS, QueueState, Role, TaskStyle
 
 
 class ConflictError(ValueError):

@@ -15,24 +15,24 @@ In both, ``give_up`` and ``bad_problem`` end the task early with a reason.
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import case, exists, func, select, update
+from sqlalchemy import case, exists, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.datasets.keys import content_key
 from app.db import rows_changed
 from app.models import (
+    LABEL_STEPS,
+    LABELS,
     SCREENING_GENERATION,
+    STEP_COMPLETIONS,
     Assignment,
     FinishReason,
     GoldLabel,
-    Label,
-    LabelStep,
     QueueState,
     Solution,
-    StepCompletion,
     TaskStyle,
     User,
     utc_now,
@@ -175,45 +175,61 @@ def save_label(
         if assignment.label_id is None or assignment.labeler_id != labeler.id:
             raise SubmissionError("this task is no longer yours: its lease ran out")
         return SavedLabel(assignment.label_id, created=False)
-    label = _label(session, assignment, labeler, submission, now)
-    session.add(label)
-    session.flush()
+    # Core inserts, not ORM objects: a submit is the hottest write in the app.
+    label_id = session.scalar(
+        insert(LABELS)
+        .values(_label_row(session, assignment, labeler, submission, now))
+        .returning(LABELS.c.id)
+    )
+    assert label_id is not None
+    steps = [_label_step(solution, index, step) for index, step in enumerate(submission.steps)]
+    if steps:
+        session.execute(insert(LABEL_STEPS), [{"label_id": label_id, **row} for row, _ in steps])
+        completions = [
+            {"label_id": label_id, "step_index": row["step_index"], **completion}
+            for row, step_completions in steps
+            for completion in step_completions
+        ]
+        session.execute(insert(STEP_COMPLETIONS), completions)
     session.execute(
-        update(Assignment).where(Assignment.id == assignment.id).values(label_id=label.id)
+        update(Assignment).where(Assignment.id == assignment.id).values(label_id=label_id)
     )
     if assignment.slot is not None:
         _count_completion(session, solution.id, overlap)
-    return SavedLabel(label.id, created=True)
+    return SavedLabel(label_id, created=True)
 
 
-def _label(
+def _label_row(
     session: Session,
     assignment: Assignment,
     labeler: User,
     submission: SubmissionInput,
     now: datetime,
-) -> Label:
+) -> dict[str, Any]:
     solution = assignment.solution
     is_gold = session.scalar(select(exists().where(GoldLabel.solution_id == solution.id)))
     elapsed = now - assignment.leased_at
     spent = min(submission.total_time, _ms(min(elapsed, MAX_TASK_TIME)))
-    return Label(
-        dedupe_key=content_key("assignment", assignment.id),
-        labeler_id=labeler.id,
-        problem_id=solution.problem_id,
-        solution_id=solution.id,
-        timestamp=now,
-        generation=solution.generation,
-        is_quality_control=bool(is_gold),
-        is_initial_screening=solution.generation == SCREENING_GENERATION,
-        total_time=spent,
-        finish_reason=submission.finish_reason.value,
-        note=submission.note.strip() or None,
-        steps=[_label_step(solution, index, step) for index, step in enumerate(submission.steps)],
-    )
+    return {
+        "dedupe_key": content_key("assignment", assignment.id),
+        "labeler_id": labeler.id,
+        "problem_id": solution.problem_id,
+        "solution_id": solution.id,
+        "timestamp": now,
+        "generation": solution.generation,
+        "is_quality_control": bool(is_gold),
+        "is_initial_screening": solution.generation == SCREENING_GENERATION,
+        "total_time": spent,
+        "finish_reason": submission.finish_reason.value,
+        "note": submission.note.strip() or None,
+        "created_at": now,
+    }
 
 
-def _label_step(solution: Solution, index: int, step: StepInput) -> LabelStep:
+def _label_step(
+    solution: Solution, index: int, step: StepInput
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The ``label_steps`` row of one submitted step, and its ``step_completions`` rows."""
     texts = [(solution.steps or [])[index], *_alternatives(solution, index)]
     ratings = [step.rating, *step.alternative_ratings]
     flags = [step.flagged] + [False] * len(step.alternative_ratings)
@@ -227,15 +243,12 @@ def _label_step(solution: Solution, index: int, step: StepInput) -> LabelStep:
         if step.human_text is not None
         else None
     )
-    return LabelStep(
-        step_index=index,
-        chosen_completion=chosen,
-        human_completion=human,
-        completions=[
-            StepCompletion(completion_index=i, text=text, rating=rating, flagged=flag)
-            for i, (text, rating, flag) in enumerate(zip(texts, ratings, flags, strict=False))
-        ],
-    )
+    row = {"step_index": index, "chosen_completion": chosen, "human_completion": human}
+    completions = [
+        {"completion_index": i, "text": text, "rating": rating, "flagged": flag}
+        for i, (text, rating, flag) in enumerate(zip(texts, ratings, flags, strict=False))
+    ]
+    return row, completions
 
 
 def _count_completion(session: Session, solution_id: int, overlap: int) -> None:
