@@ -84,17 +84,9 @@ def _current_assignment(
     if current is None or current.expires_at > now:
         return current
     # Expired: renew it unless another labeler took the slot over in the meantime.
-    renewed = session.execute(
-        update(Assignment)
-        .where(
-            Assignment.id == current.id,
-            Assignment.labeler_id == labeler.id,
-            Assignment.completed_at.is_(None),
-        )
-        .values(expires_at=now + rules.lease)
-    )
+    renewed = extend_lease(session, current, rules, now)
     session.refresh(current)
-    return current if rows_changed(renewed) == 1 else None
+    return current if renewed else None
 
 
 def extend_lease(
