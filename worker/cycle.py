@@ -28,7 +28,7 @@ from app.models import (
 )
 from worker import evaluate, runs
 from worker.data import training_examples
-from worker.model import TrainingArgs
+from worker.model import training_args_for
 from worker.score import score_solutions
 from worker.select import Candidate, select_convincing
 from worker.train import (
@@ -44,22 +44,6 @@ from worker.train import (
 
 MIN_EXAMPLES = 8
 """Fewer labeled examples than this teach nothing: the run ends without a checkpoint."""
-
-
-def training_args(base_model: str) -> TrainingArgs:
-    """The tiny demo model learns from scratch and needs a far larger step than fine-tuning
-    a real checkpoint does; real models keep TrainingArgs' defaults."""
-    if base_model == "tiny":
-        return TrainingArgs(
-            base_model=base_model,
-            learning_rate=1e-3,
-            epochs=8,
-            batch_size=8,
-            max_length=512,
-            max_grad_norm=0.0,
-            held_out_fraction=0.2,
-        )
-    return TrainingArgs(base_model=base_model)
 
 
 class Stopped(Exception):
@@ -78,7 +62,7 @@ class Cycle:
         self.should_stop = should_stop
         self.timings: dict[str, float] = {}
         self.metrics: dict[str, Any] = {}
-        self.args = training_args(settings.prm_base_model)
+        self.args = training_args_for(settings.prm_base_model)
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -115,13 +99,22 @@ class Cycle:
             raise Stopped("stopped during training")
         with self.step("evaluate"):
             self.metrics.update(self._evaluate(model, tokenizer, held_out or train))
-        with self.step("checkpoint"), transaction(self.engine) as session:
+        with self.step("checkpoint"):
             checkpoint = self.settings.checkpoint_dir / f"run-{self.run_id}"
             save_checkpoint(checkpoint, model, tokenizer, self.args, self.metrics, label_count)
-            current = _current_metrics(session)
-            becomes_current = current is None or is_improvement(self.metrics, current)
+        with self.step("compare"):
+            # The held-out set grows with the labels: judge the current checkpoint on this
+            # run's held-out set, not by the figures it got on its own.
+            current = _current_model(self.engine)
+            current_metrics = (
+                None if current is None else evaluate_steps(*current, held_out or train, self.args)
+            )
+            self.metrics["current_checkpoint_on_this_held_out"] = current_metrics
+            becomes_current = current_metrics is None or is_improvement(
+                self.metrics, current_metrics
+            )
         self._finish(label_count, checkpoint=checkpoint, current=becomes_current)
-        scorer = (model, tokenizer) if becomes_current else _current_model(self.engine)
+        scorer = (model, tokenizer) if becomes_current else current
         if scorer is None:
             return
         with self.step("score"):
@@ -253,11 +246,6 @@ def _next_generation(session: Session) -> int:
         session.scalar(select(func.max(Solution.generation))) or 0,
     )
     return int(highest) + 1
-
-
-def _current_metrics(session: Session) -> dict[str, Any] | None:
-    run = session.scalar(select(TrainingRun).where(TrainingRun.is_current.is_(True)))
-    return None if run is None else run.metrics
 
 
 def _current_model(engine: Engine) -> tuple[Any, Any] | None:

@@ -39,6 +39,7 @@ from worker.model import (
     STEP_TOKEN,
     Device,
     Encoded,
+    PRMOutput,
     TrainingArgs,
     autocast,
     build_model,
@@ -222,24 +223,36 @@ def _wrap(model: PRM, device: torch.device) -> nn.Module:
     )
 
 
-@dataclass
 class _Loop:
-    """The state of one fit: what the optimizer step needs and what FitStats reports."""
+    """One fit in progress: the optimizer step, the epochs, and what FitStats reports."""
 
-    model: nn.Module
-    optimizer: torch.optim.AdamW
-    schedule: torch.optim.lr_scheduler.LambdaLR
-    args: TrainingArgs
-    device: torch.device
-    started: float = field(default_factory=time.perf_counter)
-    tokens: int = 0
-    steps: int = 0
+    def __init__(
+        self,
+        model: PRM,
+        args: TrainingArgs,
+        total_steps: int,
+        on_progress: Callable[[Progress], None] | None,
+        should_stop: Callable[[], bool] | None,
+    ) -> None:
+        self.device = next(model.parameters()).device
+        self.model = _wrap(model, self.device)
+        self.optimizer = _optimizer(model, args)
+        self.schedule = _linear_schedule(self.optimizer, total_steps, args.warmup_ratio)
+        self.args = args
+        self.total_steps = total_steps
+        self.on_progress = on_progress
+        self.should_stop = should_stop
+        self.started = time.perf_counter()
+        self.tokens = 0
+        self.steps = 0
 
     def step(self, encoded: list[Encoded], pad_token_id: int) -> torch.Tensor:
         batch = collate(encoded, pad_token_id, self.device)
         with autocast(self.args, self.device):
-            loss = self.model(batch.input_ids, batch.attention_mask, batch.label_ids).loss
-        loss.backward()
+            output: PRMOutput = self.model(batch.input_ids, batch.attention_mask, batch.label_ids)
+        loss = output.loss
+        assert loss is not None  # labels were given
+        loss.backward()  # type: ignore[no-untyped-call]
         if self.args.max_grad_norm > 0:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm)
         self.optimizer.step()
@@ -249,8 +262,25 @@ class _Loop:
         self.steps += 1
         return loss.detach()
 
-    def tokens_per_second(self) -> float:
-        return self.tokens / max(time.perf_counter() - self.started, 1e-9)
+    def epoch(self, epoch: int, batches: list[list[Encoded]], pad_token_id: int) -> list[float]:
+        """Train on the batches; the losses, fewer than the batches when asked to stop."""
+        # Losses stay on the device until the end of the epoch: no sync per step on CUDA.
+        losses: list[torch.Tensor] = []
+        for batch in batches:
+            if self.should_stop is not None and _any_rank(self.should_stop(), self.device):
+                break
+            losses.append(self.step(batch, pad_token_id))
+            if self.on_progress is not None:
+                self.on_progress(
+                    Progress(
+                        self.steps,
+                        self.total_steps,
+                        epoch,
+                        float(losses[-1]),
+                        self.tokens / (time.perf_counter() - self.started),
+                    )
+                )
+        return torch.stack(losses).tolist() if losses else []
 
 
 def fit(
@@ -261,14 +291,14 @@ def fit(
     on_progress: Callable[[Progress], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> FitStats:
-    """Train in place: AdamW, linear warmup and decay, length-bucketed batches.
+    """Train in place: AdamW, linear warmup and decay, batches grouped by length.
 
     Runs on the model's device, with bf16 autocast on CUDA. ``should_stop`` is asked
-    before every optimizer step; ``on_progress`` hears after every one.
+    before every optimizer step; ``on_progress`` hears after every one. Under torchrun
+    each rank trains on its share of the batches; losses in the stats are this rank's.
     """
     torch.manual_seed(args.seed)
     rank, world = _rank_and_world()
-    device = next(model.parameters()).device
     encoded = [
         encode(tokenizer, e.problem, e.steps, e.labels, args.max_length) for e in train_examples
     ]
@@ -282,37 +312,20 @@ def fit(
         return stats
     lengths = [len(e.input_ids) for e in encoded]
     plan = [_epoch_batches(lengths, args, epoch, rank, world) for epoch in range(args.epochs)]
-    total_steps = sum(len(batches) for batches in plan)
-    optimizer = _optimizer(model, args)
-    loop = _Loop(
-        _wrap(model, device),
-        optimizer,
-        _linear_schedule(optimizer, total_steps, args.warmup_ratio),
-        args,
-        device,
-    )
+    loop = _Loop(model, args, sum(map(len, plan)), on_progress, should_stop)
     model.train()
     for epoch, batches in enumerate(plan):
         stats.epochs = epoch + 1
-        losses = []
-        for batch in batches:
-            if should_stop is not None and _any_rank(should_stop(), device):
-                stats.stopped = True
-                break
-            losses.append(loop.step([encoded[i] for i in batch], tokenizer.pad_token_id))
-            if on_progress is not None:
-                on_progress(
-                    Progress(
-                        loop.steps, total_steps, epoch, float(losses[-1]), loop.tokens_per_second()
-                    )
-                )
-        if losses:
-            stats.epoch_losses.append(float(torch.stack(losses).mean()))
-        if stats.stopped:
+        losses = loop.epoch(
+            epoch, [[encoded[i] for i in b] for b in batches], tokenizer.pad_token_id
+        )
+        stats.epoch_losses += [sum(losses) / len(losses)] if losses else []
+        if len(losses) < len(batches):
+            stats.stopped = True
             break
     model.eval()
     stats.optimizer_steps = loop.steps
-    stats.tokens = _sum_ranks(loop.tokens, device)
+    stats.tokens = _sum_ranks(loop.tokens, loop.device)
     stats.seconds = time.perf_counter() - loop.started
     stats.tokens_per_second = stats.tokens / max(stats.seconds, 1e-9)
     return stats

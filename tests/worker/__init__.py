@@ -78,23 +78,19 @@ def deterministic_torch(seed: int = 0) -> Iterator[None]:
 
 
 def tiny_args(**changes: Any) -> TrainingArgs:
-    """Arguments for the tiny model on the CPU, tuned on the arithmetic world."""
-    from worker.model import TrainingArgs
+    """The tiny model's training arguments, on the CPU, for the arithmetic world."""
+    from worker.model import training_args_for
 
     settings: dict[str, Any] = {
-        "base_model": "tiny",
         "device": "cpu",
-        "learning_rate": 1e-3,
-        "epochs": 30,
-        "batch_size": 8,
-        "max_length": 256,
-        "warmup_ratio": 0.1,
-        # Clipping at 1.0 (right for large models) slows the tiny one down several-fold.
-        "max_grad_norm": 0.0,
         "held_out_fraction": 0.25,
+        # Random batches: in this world short solutions are the ones that end in an error,
+        # so length-grouped batches are nearly all-negative or all-positive (seeds 0-12
+        # all pass with this; length pools of 4 pass with less margin).
+        "length_pool_batches": 1,
         "seed": 0,
     }
-    return TrainingArgs(**(settings | changes))
+    return training_args_for("tiny", **(settings | changes))
 
 
 @dataclass(frozen=True)
@@ -114,7 +110,7 @@ def trained_arithmetic_prm() -> Trained:
 
     args = tiny_args()
     train, held_out = split_by_problem(
-        arithmetic_examples(400, seed=0), args.held_out_fraction, args.seed
+        arithmetic_examples(800, seed=0), args.held_out_fraction, args.seed
     )
     with deterministic_torch(args.seed):
         model, tokenizer, _device = setup(args)

@@ -112,3 +112,27 @@ def test_once_trains_selects_and_queues_a_generation(
         assert session.scalar(
             select(func.count()).select_from(Solution).where(Solution.generation == 1)
         ) == len(queued)
+
+
+def test_a_second_run_is_compared_with_the_current_checkpoint_on_its_held_out_set(
+    engine: Engine, database_url: str, tmp_path: Path
+) -> None:
+    from worker.train import is_improvement
+
+    with transaction(engine) as session:
+        seed(session)
+    label_all_queued(engine)
+    for _ in range(2):
+        process = worker(database_url, tmp_path, "once")
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, out + err
+    with Session(engine) as session:
+        first, second = session.scalars(select(TrainingRun).order_by(TrainingRun.id)).all()
+    assert first.metrics and second.metrics
+    assert "current_checkpoint_on_this_held_out" not in first.metrics or (
+        first.metrics["current_checkpoint_on_this_held_out"] is None
+    )
+    judged = second.metrics["current_checkpoint_on_this_held_out"]
+    assert judged is not None and judged["held_out_steps"] == second.metrics["held_out_steps"]
+    assert second.is_current == is_improvement(second.metrics, judged)
+    assert first.is_current != second.is_current

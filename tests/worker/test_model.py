@@ -24,6 +24,7 @@ from worker.model import (
     encode,
     length_batches,
     step_token_id,
+    training_args_for,
 )
 
 TRICKY_STEPS = [
@@ -135,7 +136,7 @@ def test_loss_is_cross_entropy_on_the_labeled_positions_only() -> None:
 def test_a_local_base_model_gets_the_step_token(tmp_path: Path) -> None:
     """A real base model is a local directory; its vocabulary grows by the step token."""
     # No step token and no pad token, like most base models.
-    tokenizer = PreTrainedTokenizerFast(
+    tokenizer = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=byte_tokenizer().backend_tokenizer,
         bos_token="<|bos|>",
         eos_token="<|eos|>",
@@ -180,6 +181,14 @@ def test_length_batches_group_similar_lengths_within_limits() -> None:
     flat = [lengths[i] for batch in batches for i in batch]
     assert flat == sorted(lengths)
     assert [4] in batches, "a sequence longer than the token cap gets a batch of its own"
+
+
+def test_training_args_suit_the_base_model(tmp_path: Path) -> None:
+    tiny = training_args_for("tiny", epochs=3)
+    local = training_args_for(str(tmp_path))
+
+    assert (tiny.learning_rate, tiny.epochs, tiny.max_grad_norm) == (2e-3, 3, 0.0)
+    assert local == TrainingArgs(base_model=str(tmp_path))
 
 
 @pytest.mark.parametrize(

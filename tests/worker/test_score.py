@@ -4,9 +4,10 @@ import math
 
 import pytest
 import torch
+from transformers import PreTrainedTokenizerBase
 
 from tests.worker import PROBLEM, equation, tiny_args, trained_arithmetic_prm
-from worker.model import build_tiny, encode
+from worker.model import PRM, build_tiny, encode
 from worker.score import score_solutions, score_with_throughput, step_probabilities
 
 ITEMS = [
@@ -19,13 +20,15 @@ ITEMS = [
 ]
 
 
+Untrained = tuple[PRM, PreTrainedTokenizerBase]
+
+
 @pytest.fixture(scope="module")
-def untrained() -> tuple[torch.nn.Module, object]:
-    model, tokenizer = build_tiny(seed=3)
-    return model, tokenizer
+def untrained() -> Untrained:
+    return build_tiny(seed=3)
 
 
-def test_scores_come_back_in_the_callers_order(untrained: tuple) -> None:
+def test_scores_come_back_in_the_callers_order(untrained: Untrained) -> None:
     model, tokenizer = untrained
     args = tiny_args(score_batch_size=2)
 
@@ -38,7 +41,7 @@ def test_scores_come_back_in_the_callers_order(untrained: tuple) -> None:
     assert together[0].step_scores == pytest.approx(together[-1].step_scores, abs=1e-6)
 
 
-def test_solution_score_is_the_product_of_step_scores(untrained: tuple) -> None:
+def test_solution_score_is_the_product_of_step_scores(untrained: Untrained) -> None:
     model, tokenizer = untrained
     args = tiny_args()
 
@@ -54,7 +57,7 @@ def test_solution_score_is_the_product_of_step_scores(untrained: tuple) -> None:
     assert scores[3].score == 1.0 and scores[3].step_scores == []
 
 
-def test_long_solutions_are_scored_in_windows(untrained: tuple) -> None:
+def test_long_solutions_are_scored_in_windows(untrained: Untrained) -> None:
     """A solution longer than max_length still gets a score for every step."""
     model, tokenizer = untrained
     steps = [f"step {i}: " + "z" * 15 for i in range(12)]
@@ -72,7 +75,7 @@ def test_long_solutions_are_scored_in_windows(untrained: tuple) -> None:
     assert probabilities[0][:first_kept] == pytest.approx(prefix[0], abs=1e-6)
 
 
-def test_throughput_is_measured(untrained: tuple) -> None:
+def test_throughput_is_measured(untrained: Untrained) -> None:
     model, tokenizer = untrained
 
     scores, throughput = score_with_throughput(model, tokenizer, ITEMS, tiny_args())
@@ -82,7 +85,7 @@ def test_throughput_is_measured(untrained: tuple) -> None:
     assert throughput.tokens_per_second > 0 and throughput.solutions_per_second > 0
 
 
-def test_scoring_leaves_the_model_in_its_mode(untrained: tuple) -> None:
+def test_scoring_leaves_the_model_in_its_mode(untrained: Untrained) -> None:
     model, tokenizer = untrained
     model.train()
     score_solutions(model, tokenizer, ITEMS[:2], tiny_args())

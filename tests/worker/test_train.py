@@ -2,12 +2,14 @@
 
 import itertools
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from torch.multiprocessing.spawn import spawn
 
 from tests.worker import (
     arithmetic_examples,
@@ -240,6 +242,46 @@ def test_fit_with_nothing_to_learn_does_nothing() -> None:
 
     assert stats.optimizer_steps == 0 and stats.examples == 0
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def _ddp_rank(rank: int, port: int, directory: Path) -> None:
+    """One torchrun-like process: fit the tiny PRM on its share, then save from rank 0."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        args = tiny_args(epochs=2, batch_size=4)
+        with deterministic_torch():
+            model, tokenizer, _ = setup(args)
+            stats = fit(model, tokenizer, arithmetic_examples(41, seed=1), args, should_stop=bool)
+        weights = [torch.zeros_like(model.head.weight) for _ in range(2)]
+        dist.all_gather(weights, model.head.weight.detach())
+        save_checkpoint(directory / "run", model, tokenizer, args, {}, 41)
+        report = {
+            "steps": stats.optimizer_steps,
+            "tokens": stats.tokens,
+            "world_size": stats.world_size,
+            "replicas_agree": torch.equal(weights[0], weights[1]),
+        }
+        (directory / f"rank-{rank}.json").write_text(json.dumps(report))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_fit_under_distributed_data_parallel(tmp_path: Path) -> None:
+    """Two CPU processes (gloo) stand in for torchrun's GPUs: the same code path."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    spawn(_ddp_rank, args=(port, tmp_path), nprocs=2)  # type: ignore[no-untyped-call]
+
+    reports = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(2)]
+    # 41 examples in batches of 4: 11 batches, cycled to 12, 6 per rank and epoch.
+    assert [r["steps"] for r in reports] == [12, 12]
+    assert reports[0]["tokens"] == reports[1]["tokens"] > 0
+    assert all(r["world_size"] == 2 and r["replicas_agree"] for r in reports)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank-0.json", "rank-1.json", "run"]
 
 
 @pytest.mark.gpu
