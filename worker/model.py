@@ -226,7 +226,8 @@ class PRM(nn.Module):
         attention_mask: torch.Tensor,
         labels: torch.Tensor | None = None,
     ) -> PRMOutput:
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask)
+        # No key/value cache: nothing is generated, and it would hold every layer's keys.
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
         logits = self.head(hidden.last_hidden_state)
         if labels is None:
             return PRMOutput(logits, None)

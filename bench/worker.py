@@ -1,0 +1,433 @@
+"""PRM worker throughput: training tokens/s, scoring solutions/s and tokens/s, and MFU.
+
+    .venv/bin/python -m bench.worker --config tiny --device cpu
+    python -m bench.worker --config qwen2-1.5b --device cuda --steps 20 --batch-size 16
+
+Training: ``fit`` runs ``--warmup-steps`` optimizer steps (untimed), then, in a second call
+on the same model, exactly ``--steps`` steps on ``steps x batch-size`` synthetic examples;
+tokens/s is that call's own figure (``FitStats``: non-padding tokens over the time from the
+first step to the last, tokenization excluded). Scoring: ``score_with_throughput`` (what
+``score_solutions`` returns, with its clock) over ``--solutions`` synthetic solutions after a
+one-batch warmup; its time includes tokenization, as the worker's does.
+
+Synthetic examples have the shape of PRM800K: a problem of 45-75 words, 8-15 steps of
+20-60 words, ratings +1 (80%) or 0 (20%) and, in half the examples, a last step rated -1.
+
+Models. ``tiny`` is the worker's own (``setup``: its config and byte tokenizer, one token
+per byte). The ``qwen2-*`` configs are decoders built in code with ``Qwen2Config`` at the
+published sizes, randomly initialized (weights do not change speed): ``qwen2-0.5b`` is
+Qwen2.5-0.5B (Qwen2.5-Math has no 0.5B), ``qwen2-1.5b`` Qwen2.5-Math-1.5B and ``qwen2-7b``
+Qwen2.5-Math-7B (whose vocabulary is 152,064, not 151,936). They are built as ``setup``
+builds a local checkpoint (same ``PRM`` wrapper, ``prepare_tokenizer``, gradient
+checkpointing, device), but from the config, on the device, with no checkpoint on disk.
+
+Why a word-level tokenizer for the qwen2 configs: ``fit`` and ``score_solutions`` take text
+and tokenize it themselves through ``encode`` (there is no way to hand them token ids), and
+the Qwen tokenizer cannot be downloaded. The tiny byte tokenizer with a resized vocabulary
+would be honest about nothing: one token per byte makes sequences 5-6 times longer than a
+BPE tokenizer makes them, and only ids below 260 would ever be used. So each qwen2 config
+gets a word-level tokenizer over the full vocabulary in which the word ``t<i>`` is token
+``i``: a synthetic text of random words is a sequence of random token ids of exactly the
+chosen length, and it still goes through ``encode``, ``collate`` and the rest of the real
+path. One word is one token here; Qwen's tokenizer makes more than one token of a word of
+LaTeX, so real PRM800K sequences are somewhat longer than these.
+
+MFU counts model FLOPs, not hardware FLOPs: 6 x N per trained token, 2 x N per scored
+token, where N is the parameters that multiply (everything but the input embedding, which
+is a lookup; the PRM has no language-model head). Recomputation under gradient
+checkpointing and attention's own FLOPs are not counted, as is usual for MFU. The peak is
+the GPU's dense bf16 tensor-core figure, looked up from its name or given with
+``--peak-tflops``. On CPU MFU is "n/a"; bf16 autocast is CUDA-only in the worker, so CPU
+runs are float32 whatever ``--bf16`` says.
+
+Also printed: the share of batch positions that were padding (from the same private batch
+plans ``fit`` and ``step_probabilities`` make), and peak memory: the GPU's peak allocation
+during the phase, or on CPU the process's peak resident memory so far.
+"""
+
+import argparse
+import random
+import resource
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import transformers
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import AutoModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast, Qwen2Config
+
+from bench.synthetic_prm800k import WORDS
+from worker.model import (
+    PRM,
+    TINY,
+    TINY_CONFIG,
+    TrainingArgs,
+    enable_gradient_checkpointing,
+    encode,
+    length_batches,
+    prepare_tokenizer,
+    resolve_device,
+    uses_bf16,
+)
+from worker.score import _windows, score_with_throughput
+from worker.train import Example, _epoch_batches, fit, setup
+
+QWEN2_CONFIGS: dict[str, dict[str, Any]] = {
+    "qwen2-0.5b": {  # Qwen2.5-0.5B
+        "hidden_size": 896,
+        "intermediate_size": 4864,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 14,
+        "num_key_value_heads": 2,
+        "vocab_size": 151_936,
+        "max_position_embeddings": 32_768,
+        "rope_theta": 1_000_000.0,
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": True,
+    },
+    "qwen2-1.5b": {  # Qwen2.5-Math-1.5B
+        "hidden_size": 1536,
+        "intermediate_size": 8960,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 2,
+        "vocab_size": 151_936,
+        "max_position_embeddings": 4096,
+        "rope_theta": 10_000.0,
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": True,
+    },
+    "qwen2-7b": {  # Qwen2.5-Math-7B
+        "hidden_size": 3584,
+        "intermediate_size": 18_944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "vocab_size": 152_064,
+        "max_position_embeddings": 4096,
+        "rope_theta": 10_000.0,
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": False,
+    },
+}
+CONFIGS = (TINY, *QWEN2_CONFIGS)
+
+PEAK_BF16_TFLOPS = (
+    ("H100 PCIe", 756.0),
+    ("H100 NVL", 835.0),
+    ("H100", 989.0),
+    ("H200", 989.0),
+    ("A100", 312.0),
+)
+"""Dense bf16 peaks (no sparsity) by a fragment of the device name; the first match wins."""
+
+SPECIAL_TOKENS = {"unk_token": "<|unk|>", "bos_token": "<|bos|>", "eos_token": "<|eos|>"}
+PROBLEM_WORDS = (45, 75)
+STEP_WORDS = (20, 60)
+STEPS_PER_SOLUTION = (8, 15)
+STEP_RATINGS = (1, 1, 1, 1, 0)
+ENDS_IN_ERROR = 0.5
+"""Share of examples whose last step is rated -1 (a PRM800K path ends at its first -1)."""
+
+
+def id_word_tokenizer(vocab_size: int) -> tuple[PreTrainedTokenizerBase, list[str]]:
+    """A tokenizer of ``vocab_size`` tokens in which the word ``t<i>`` is token ``i``.
+
+    Returns the tokenizer (step-end and pad tokens included, see ``prepare_tokenizer``)
+    and its plain words, from which synthetic text is drawn.
+    """
+    # The specials and the step-end token take the last ids; the pad token is the eos.
+    words = [f"t{i}" for i in range(vocab_size - len(SPECIAL_TOKENS) - 1)]
+    vocab = {word: index for index, word in enumerate(words)}
+    vocab[SPECIAL_TOKENS["unk_token"]] = len(words)
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=SPECIAL_TOKENS["unk_token"]))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = prepare_tokenizer(PreTrainedTokenizerFast(tokenizer_object=core, **SPECIAL_TOKENS))
+    if len(tokenizer) != vocab_size:
+        raise AssertionError(f"tokenizer has {len(tokenizer)} tokens, not {vocab_size}")
+    return tokenizer, words
+
+
+def build(
+    config: str, args: TrainingArgs
+) -> tuple[PRM, PreTrainedTokenizerBase, torch.device, Sequence[str]]:
+    """The PRM, its tokenizer, its device and the words synthetic text is made of."""
+    if config == TINY:
+        model, tokenizer, device = setup(args)
+        return model, tokenizer, device, WORDS
+    qwen2 = Qwen2Config(**QWEN2_CONFIGS[config])
+    tokenizer, words = id_word_tokenizer(qwen2.vocab_size)
+    device = resolve_device(args.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    torch.manual_seed(args.seed)
+    # Initialized where it will run: filling 7B random weights on the CPU takes minutes.
+    with device:
+        model = PRM(AutoModel.from_config(qwen2))
+    if args.gradient_checkpointing:
+        enable_gradient_checkpointing(model)
+    return model.to(device), tokenizer, device, words
+
+
+def _text(rng: random.Random, words: Sequence[str], bounds: tuple[int, int]) -> str:
+    return " ".join(rng.choices(words, k=rng.randint(*bounds)))
+
+
+def synthetic_examples(words: Sequence[str], count: int, seed: int) -> list[Example]:
+    """``count`` labeled solutions of PRM800K shape, each to its own problem."""
+    rng = random.Random(seed)
+    examples = []
+    for index in range(count):
+        steps = [_text(rng, words, STEP_WORDS) for _ in range(rng.randint(*STEPS_PER_SOLUTION))]
+        labels = [rng.choice(STEP_RATINGS) for _ in steps]
+        if rng.random() < ENDS_IN_ERROR:
+            labels[-1] = -1
+        examples.append(Example(index, _text(rng, words, PROBLEM_WORDS), steps, labels))
+    return examples
+
+
+@dataclass(frozen=True)
+class Measurement:
+    phase: str
+    count: int
+    """Optimizer steps (training) or solutions (scoring)."""
+    tokens: int
+    seconds: float
+    flops_per_token: float
+    padding: float
+    """Share of the batches' positions that were padding (computed, not measured)."""
+    peak_memory_gib: float
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds
+
+    @property
+    def tflops(self) -> float:
+        return self.flops_per_token * self.tokens_per_second / 1e12
+
+
+def _reset_peak_memory(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def _peak_memory_gib(device: torch.device) -> float:
+    """The GPU's peak allocation since the last reset; on CPU the process's peak RSS so far."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def padding_share(lengths: list[int], batches: list[list[int]]) -> float:
+    """Share of padded positions when ``batches`` (index lists) are padded to their longest."""
+    padded = sum(len(batch) * max(lengths[i] for i in batch) for batch in batches)
+    return 1 - sum(lengths[i] for batch in batches for i in batch) / padded
+
+
+def measure_training(
+    model: PRM,
+    tokenizer: PreTrainedTokenizerBase,
+    args: TrainingArgs,
+    words: Sequence[str],
+    steps: int,
+    warmup_steps: int,
+    flops_per_token: float,
+) -> Measurement:
+    """Tokens/s of ``fit`` over ``steps`` optimizer steps, after ``warmup_steps`` untimed."""
+    device = next(model.parameters()).device
+    if warmup_steps:
+        fit(model, tokenizer, synthetic_examples(words, warmup_steps * args.batch_size, 1), args)
+    _reset_peak_memory(device)
+    # One epoch of steps x batch_size examples is exactly `steps` full batches.
+    examples = synthetic_examples(words, steps * args.batch_size, 2)
+    stats = fit(model, tokenizer, examples, args)
+    if stats.optimizer_steps != steps:
+        raise AssertionError(f"fit took {stats.optimizer_steps} steps, not {steps}")
+    # The private batch plan of fit's (only) epoch, to know how much of it was padding.
+    lengths = [
+        len(encode(tokenizer, e.problem, e.steps, e.labels, args.max_length).input_ids)
+        for e in examples
+    ]
+    padding = padding_share(lengths, _epoch_batches(lengths, args, 0, 0, 1))
+    return Measurement(
+        "train",
+        steps,
+        stats.tokens,
+        stats.seconds,
+        flops_per_token,
+        padding,
+        _peak_memory_gib(device),
+    )
+
+
+def measure_scoring(
+    model: PRM,
+    tokenizer: PreTrainedTokenizerBase,
+    args: TrainingArgs,
+    words: Sequence[str],
+    solutions: int,
+    flops_per_token: float,
+) -> Measurement:
+    """Solutions/s and tokens/s of scoring ``solutions`` solutions, after one warmup batch."""
+    device = next(model.parameters()).device
+
+    def items(count: int, seed: int) -> list[tuple[str, list[str]]]:
+        return [(e.problem, e.steps) for e in synthetic_examples(words, count, seed)]
+
+    score_with_throughput(model, tokenizer, items(args.score_batch_size, 3), args)
+    _reset_peak_memory(device)
+    measured = items(solutions, 4)
+    _, throughput = score_with_throughput(model, tokenizer, measured, args)
+    # The windows and batches step_probabilities makes (private), for the padding share.
+    lengths = [len(w.encoded.input_ids) for w in _windows(tokenizer, measured, args.max_length)]
+    batches = length_batches(lengths, args.score_batch_size, args.max_tokens_per_batch)
+    return Measurement(
+        "score",
+        throughput.solutions,
+        throughput.tokens,
+        throughput.seconds,
+        flops_per_token,
+        padding_share(lengths, batches),
+        _peak_memory_gib(device),
+    )
+
+
+def peak_tflops(device: torch.device, given: float | None) -> float | None:
+    """The peak bf16 TFLOP/s MFU divides by: ``given``, else looked up; None on CPU."""
+    if device.type != "cuda":
+        return None
+    if given is not None:
+        return given
+    name = torch.cuda.get_device_name(device)
+    for fragment, tflops in PEAK_BF16_TFLOPS:
+        if fragment in name:
+            return tflops
+    raise SystemExit(f"no known bf16 peak for {name!r}: pass --peak-tflops")
+
+
+def format_table(rows: list[dict[str, str]]) -> str:
+    """A Markdown table; numbers right-aligned."""
+    headers = list(rows[0])
+    widths = {h: max(len(h), *(len(row[h]) for row in rows)) for h in headers}
+
+    def line(cells: dict[str, str]) -> str:
+        return "| " + " | ".join(cells[h].rjust(widths[h]) for h in headers) + " |"
+
+    rule = "| " + " | ".join("-" * (widths[h] - 1) + ":" for h in headers) + " |"
+    return "\n".join([line({h: h for h in headers}), rule, *(line(row) for row in rows)])
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.worker", description="Time PRM training and scoring."
+    )
+    parser.add_argument("--config", choices=CONFIGS, default=TINY)
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--steps", type=int, default=20, help="timed optimizer steps")
+    parser.add_argument("--warmup-steps", type=int, default=3, help="untimed steps first")
+    parser.add_argument("--batch-size", type=int, default=TrainingArgs.batch_size)
+    parser.add_argument("--max-length", type=int, default=TrainingArgs.max_length)
+    parser.add_argument("--solutions", type=int, default=256, help="solutions to score")
+    parser.add_argument("--score-batch-size", type=int, default=TrainingArgs.score_batch_size)
+    parser.add_argument(
+        "--bf16",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="bf16 autocast (CUDA only); default: on where the GPU supports it",
+    )
+    parser.add_argument("--gradient-checkpointing", action="store_true")
+    parser.add_argument(
+        "--phases", choices=("both", "train", "score"), default="both", help="what to time"
+    )
+    parser.add_argument("--peak-tflops", type=float, help="the GPU's peak bf16 TFLOP/s")
+    args = parser.parse_args(argv)
+    if min(args.steps, args.batch_size, args.solutions, args.score_batch_size) < 1:
+        parser.error("--steps, --batch-size, --solutions and --score-batch-size must be >= 1")
+    if args.warmup_steps < 0:
+        parser.error("--warmup-steps must be >= 0")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    args = TrainingArgs(
+        base_model=options.config,
+        epochs=1,
+        batch_size=options.batch_size,
+        max_length=options.max_length,
+        device=options.device,
+        bf16=options.bf16,
+        gradient_checkpointing=options.gradient_checkpointing,
+        score_batch_size=options.score_batch_size,
+    )
+    model, tokenizer, device, words = build(options.config, args)
+    peak = peak_tflops(device, options.peak_tflops)
+    parameters = sum(p.numel() for p in model.parameters())
+    multiplying = parameters - model.backbone.get_input_embeddings().weight.numel()
+    backbone_config = model.backbone.config
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(
+        f"torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"{torch.get_num_threads()} CPU threads, device {device_name}"
+        + (f" (peak bf16 {peak:g} TFLOP/s)" if peak else "")
+    )
+    print(
+        f"{options.config}: {backbone_config.model_type}, hidden {backbone_config.hidden_size}, "
+        f"{backbone_config.num_hidden_layers} layers, vocab {backbone_config.vocab_size}, "
+        f"attention {backbone_config._attn_implementation}"
+        + (f", TINY_CONFIG {TINY_CONFIG}" if options.config == TINY else "")
+    )
+
+    measurements = []
+    if options.phases in ("both", "train"):
+        measurements.append(
+            measure_training(
+                model,
+                tokenizer,
+                args,
+                words,
+                options.steps,
+                options.warmup_steps,
+                6 * multiplying,
+            )
+        )
+    if options.phases in ("both", "score"):
+        measurements.append(
+            measure_scoring(model, tokenizer, args, words, options.solutions, 2 * multiplying)
+        )
+
+    precision = "bf16 autocast" if uses_bf16(args, device) else "fp32"
+    rows = []
+    for m in measurements:
+        sequences = m.count * args.batch_size if m.phase == "train" else m.count
+        rows.append(
+            {
+                "config": options.config,
+                "params": f"{parameters / 1e6:,.1f}M",
+                "matmul params": f"{multiplying / 1e6:,.1f}M",
+                "device": device.type,
+                "precision": precision,
+                "phase": m.phase,
+                "count": f"{m.count} {'steps' if m.phase == 'train' else 'solutions'}",
+                "tokens": f"{m.tokens:,}",
+                "padding": f"{100 * m.padding:.1f}%",
+                "seconds": f"{m.seconds:.2f}",
+                "tokens/s": f"{m.tokens_per_second:,.1f}",
+                "solutions/s": f"{sequences / m.seconds:,.2f}",
+                "model TFLOP/s": f"{m.tflops:.4f}",
+                "MFU": "n/a" if peak is None else f"{100 * m.tflops / peak:.1f}%",
+                "peak memory GiB": f"{m.peak_memory_gib:.1f}",
+            }
+        )
+    print()
+    print(format_table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
