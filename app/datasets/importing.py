@@ -376,7 +376,8 @@ def import_solutions(
                 item.value.score,
                 generator=item.value.generator,
                 source_id=None if item.value.id is None else str(item.value.id),
-                generation=generation,
+                # A pool solution belongs to no generation until a selection queues it.
+                generation=generation if queue else None,
                 queue_state=queue_state,
                 alternatives=item.value.alternatives,
                 style=item.value.style,

@@ -168,7 +168,7 @@ def test_solutions_join_the_queue_with_their_alternatives(session: Session) -> N
     queued, not_queued = session.scalars(select(Solution).order_by(Solution.id)).all()
     assert (queued.queue_state, queued.generation) == ("open", 3)
     assert queued.alternatives == [["$3 \\cdot 4 = 12$."]]
-    assert not_queued.queue_state == "not_queued"
+    assert (not_queued.queue_state, not_queued.generation) == ("not_queued", None)
 
 
 def test_more_alternatives_than_steps_is_a_line_error(session: Session) -> None:
