@@ -451,10 +451,12 @@
     return element && (element.tagName === "TEXTAREA" || element.tagName === "INPUT" || element.isContentEditable);
   }
 
-  // Enter on a focused link or action button presses it, as it should everywhere.
+  // Enter on a focused link or action button presses it, as it should everywhere; but not
+  // a button left focused inside a dialog that just closed (it is no longer on screen).
   function activatesFocused(event) {
-    return event.key === "Enter" && event.target && event.target.closest &&
-      event.target.closest("a, button:not([data-rating]):not([data-action='flag'])");
+    if (event.key !== "Enter" || !event.target || !event.target.closest) return false;
+    var control = event.target.closest("a, button:not([data-rating]):not([data-action='flag'])");
+    return !!control && !control.closest("dialog:not([open])") && control.offsetParent !== null;
   }
 
   document.addEventListener("keydown", function (event) {
