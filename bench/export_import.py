@@ -14,7 +14,6 @@ import filecmp
 import json
 import multiprocessing
 import resource
-import secrets
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -23,13 +22,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import create_engine, make_url, text
-
 from app import schema
 from app.datasets.export import ExportFilter, write_export
 from app.datasets.importing import import_prm800k
 from app.datasets.reading import batched, read_files
 from app.db import make_engine, transaction
+from bench.databases import fresh_postgres_database
 from bench.synthetic_prm800k import synthetic_lines
 
 DATABASES = ("sqlite", "postgres")
@@ -133,16 +131,8 @@ def fresh_database(kind: str, postgres_url: str, workdir: Path) -> Iterator[str]
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
         return
-    name = f"steplabel_bench_{secrets.token_hex(4)}"
-    server = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    with server.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with server.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        server.dispose()
+    with fresh_postgres_database(postgres_url, "steplabel_bench") as url:
+        yield url
 
 
 def bench_database(kind: str, postgres_url: str, source: Path, workdir: Path) -> DatabaseResult:

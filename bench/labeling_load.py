@@ -42,13 +42,14 @@ from typing import Any
 
 import httpx
 import uvloop
-from sqlalchemy import Engine, NullPool, create_engine, insert, make_url, text
+from sqlalchemy import Engine, NullPool, create_engine, insert, text
 
 from app import schema
 from app.datasets.keys import content_key
 from app.db import make_engine
 from app.models import Problem, QueueState, Role, Solution, User, utc_now
 from app.users import hash_password
+from bench.databases import fresh_postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -356,24 +357,6 @@ def measure(
 
 
 # Database and server
-
-
-@contextmanager
-def fresh_database(postgres_url: str, keep: bool) -> Iterator[str]:
-    """The URL of a new, empty Postgres database, dropped afterwards unless ``keep``."""
-    name = f"steplabel_load_{secrets.token_hex(4)}"
-    server = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    with server.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        if keep:
-            print(f"kept database {name}")
-        else:
-            with server.connect() as connection:
-                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        server.dispose()
 
 
 def labeler_names(prefix: str, count: int) -> list[str]:
@@ -859,7 +842,9 @@ def main(argv: list[str] | None = None) -> int:
     solutions = args.solutions or round(
         SOLUTIONS_PER_SECOND_OF_RUN * (args.warmup + args.duration) * args.overlap
     )
-    with fresh_database(args.postgres_url, args.keep_database) as database_url:
+    with fresh_postgres_database(
+        args.postgres_url, "steplabel_load", args.keep_database
+    ) as database_url:
         describe_machine(database_url)
         started = time.perf_counter()
         schema.upgrade(database_url)
