@@ -1,4 +1,4 @@
-"""The placeholder front pages: totals, a paged table of problems, one problem's solutions."""
+"""The admins' data pages: totals, a paged table of problems, one problem's solutions."""
 
 import math
 from dataclasses import dataclass
@@ -160,21 +160,22 @@ def existing_problem(problem_id: int, session: DbSession) -> ProblemDetail:
     return detail
 
 
-@admin.get("/admin", response_class=HTMLResponse)
+@admin.get("/admin/data", response_class=HTMLResponse)
 def index(
     request: Request, session: DbSession, page: Annotated[int, Query(ge=1)] = 1
 ) -> HTMLResponse:
     problems = problem_page(session, page)
     if wants_fragment(request):
         return render(request, "index.html", {"problems": problems}, block="problem_table")
-    return render(request, "index.html", {"totals": totals(session), "problems": problems})
+    context = {"section": "data", "totals": totals(session), "problems": problems}
+    return render(request, "index.html", context)
 
 
 @admin.get("/admin/problems/{problem_id}", response_class=HTMLResponse)
 def problem(
     request: Request, detail: Annotated[ProblemDetail, Depends(existing_problem)]
 ) -> HTMLResponse:
-    return render(request, "problem.html", {"detail": detail})
+    return render(request, "problem.html", {"section": "data", "detail": detail})
 
 
 @router.get("/healthz")

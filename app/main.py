@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware.sessions import SessionMiddleware
 
 from app import browse, grading, login, schema
+from app.admin import router as admin
 from app.config import get_settings, session_secret
 from app.db import dispose_engines, get_engine
 from app.labeling import router as labeling
@@ -86,6 +87,8 @@ def create_app() -> FastAPI:
     app.include_router(labeling.router)
     app.include_router(browse.router)
     app.include_router(browse.admin)
+    app.include_router(admin.pages)
+    app.include_router(admin.api)
     return app
 
 

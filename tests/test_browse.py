@@ -168,7 +168,7 @@ def seeded(engine: Engine) -> dict[str, Any]:
 
 
 def test_index_page_shows_totals_and_problems(client: TestClient, seeded: dict[str, Any]) -> None:
-    response = client.get("/admin")
+    response = client.get("/admin/data")
     assert response.status_code == 200
     html = response.text
     assert "<html" in html
@@ -186,7 +186,7 @@ def test_index_page_shows_totals_and_problems(client: TestClient, seeded: dict[s
 
 
 def test_htmx_request_gets_only_the_table(client: TestClient, seeded: dict[str, Any]) -> None:
-    response = client.get("/admin?page=1", headers={"HX-Request": "true"})
+    response = client.get("/admin/data?page=1", headers={"HX-Request": "true"})
     assert response.status_code == 200
     assert "<html" not in response.text
     assert "Step ratings" not in response.text
@@ -195,7 +195,7 @@ def test_htmx_request_gets_only_the_table(client: TestClient, seeded: dict[str, 
     assert "HX-Request" in response.headers["vary"]
 
     restore = {"HX-Request": "true", "HX-History-Restore-Request": "true"}
-    assert "<html" in client.get("/admin?page=1", headers=restore).text
+    assert "<html" in client.get("/admin/data?page=1", headers=restore).text
 
 
 def test_problem_page_escapes_html(client: TestClient, seeded: dict[str, Any]) -> None:
