@@ -5,20 +5,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.orm import Session
 
 from app.config import Settings
-from app.labeling.queue import QueueRules
-from app.models import Assignment, Label, Problem, User, utc_now
+from app.labeling.queue import Lease, QueueRules
+from app.models import PROBLEMS, SOLUTIONS, Label, User, utc_now
 from app.project_settings import get_value, runtime_settings, set_value
 
 DEFAULT_GUIDELINES = (Path(__file__).parent / "guidelines.md").read_text()
 GUIDELINES_KEY = "guidelines"
 
 
-def queue_rules(session: Session, settings: Settings) -> QueueRules:
-    values = runtime_settings(session, settings)
+def queue_rules(connection: Connection, settings: Settings) -> QueueRules:
+    values = runtime_settings(connection, settings)
     return QueueRules(
         lease=timedelta(minutes=settings.lease_minutes),
         overlap=int(values["overlap"]),
@@ -39,21 +39,32 @@ class TaskView:
     expires_at: datetime
 
 
-def task_view(session: Session, assignment: Assignment) -> TaskView:
-    solution = assignment.solution
-    problem = session.get(Problem, solution.problem_id)
-    assert problem is not None
-    steps = solution.steps or []
-    alternatives = list(solution.alternatives or [])
+_TASK_CONTENT = (
+    select(
+        PROBLEMS.c.text,
+        PROBLEMS.c.ground_truth_answer,
+        SOLUTIONS.c.steps,
+        SOLUTIONS.c.alternatives,
+        SOLUTIONS.c.style,
+    )
+    .join_from(SOLUTIONS, PROBLEMS, SOLUTIONS.c.problem_id == PROBLEMS.c.id)
+    .where(SOLUTIONS.c.id == bindparam("solution_id"))
+)
+
+
+def task_view(connection: Connection, lease: Lease) -> TaskView:
+    content = connection.execute(_TASK_CONTENT, {"solution_id": lease.solution_id}).one()
+    steps = content.steps or []
+    alternatives = list(content.alternatives or [])
     alternatives += [[] for _ in range(len(steps) - len(alternatives))]
     return TaskView(
-        assignment_id=assignment.id,
-        problem=problem.text,
-        reference_answer=problem.ground_truth_answer,
+        assignment_id=lease.id,
+        problem=content.text,
+        reference_answer=content.ground_truth_answer,
         steps=steps,
         alternatives=alternatives[: len(steps)],
-        style=solution.style,
-        expires_at=assignment.expires_at,
+        style=content.style,
+        expires_at=lease.expires_at,
     )
 
 
