@@ -12,10 +12,10 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
-from sqlalchemy import Connection, bindparam, delete, func, or_, select
+from sqlalchemy import Connection, and_, bindparam, delete, func, or_, select
 from sqlalchemy.orm import Session
 
-from app.db import DbSession
+from app.db import AnyRow, DbSession
 from app.models import USERS, LoginFailure, Role, User, utc_now
 from app.users import hash_password, verify_password
 
@@ -145,9 +145,17 @@ async def login_of(request: Request) -> Login:
     return Login(user_id, version, request.session)
 
 
-_ACTIVE_USER = select(
-    USERS.c.id, USERS.c.name, USERS.c.role, USERS.c.is_approved, USERS.c.session_version
-).where(USERS.c.id == bindparam("user_id"), USERS.c.is_active.is_(True))
+LOGIN_COLUMNS = (
+    USERS.c.id.label("user_id"),
+    USERS.c.name.label("user_name"),
+    USERS.c.role,
+    USERS.c.is_approved,
+    USERS.c.session_version,
+)
+"""What ``viewer_of`` reads. A request's first query can select these beside what it
+fetches, from the users row that ``LOGIN_USER`` finds, and check the login for free."""
+LOGIN_USER = and_(USERS.c.id == bindparam("user_id"), USERS.c.is_active.is_(True))
+_ACTIVE_USER = select(*LOGIN_COLUMNS).where(LOGIN_USER)
 
 
 def check_login(connection: Connection, login: Login) -> Viewer:
@@ -156,11 +164,15 @@ def check_login(connection: Connection, login: Login) -> Viewer:
     401 otherwise (the session is forgotten): deactivating a user or resetting their
     password ends every session they have at their next request.
     """
-    row = connection.execute(_ACTIVE_USER, {"user_id": login.user_id}).first()
+    return viewer_of(connection.execute(_ACTIVE_USER, {"user_id": login.user_id}).first(), login)
+
+
+def viewer_of(row: AnyRow | None, login: Login) -> Viewer:
+    """The Viewer in a row of LOGIN_COLUMNS (None: no active user); 401 as check_login."""
     if row is None or row.session_version != login.version:
         login.session.clear()
         raise HTTPException(401, "Please log in.")
-    return Viewer(row.id, row.name, row.role, row.is_approved)
+    return Viewer(row.user_id, row.user_name, row.role, row.is_approved)
 
 
 # The two below do no I/O: as coroutines they run on the event loop, not in a thread.

@@ -16,6 +16,7 @@ from sqlalchemy import (
     CursorResult,
     Engine,
     Result,
+    Row,
     Table,
     create_engine,
     event,
@@ -46,6 +47,9 @@ def _begin_immediate(connection: Connection) -> None:
     # concurrent requests wait their turn instead (SQLite's busy timeout).
     connection.exec_driver_sql("BEGIN IMMEDIATE")
 
+
+AnyRow = Row[*tuple[Any, ...]]
+"""A result row of any columns."""
 
 POOL_SIZE = 20
 """Connections per process, and requests that may hold a session at once (see DbSession)."""

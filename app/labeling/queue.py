@@ -6,7 +6,9 @@ Rules, in order:
    when the labeler started, which bounds the time they can claim to have spent.
 2. A labeler not yet approved gets the screening questions (generation -1), then waits.
 3. At ``qc_rate``, a quality-control question (a solution with a gold label) the labeler
-   has not answered yet.
+   has not answered yet: once the worker has opened generations, one of the questions added
+   to the generation being labeled (the lowest with open solutions), once per generation,
+   and the label belongs to that generation; before, any gold solution, once.
 4. Otherwise the first open solution by generation, then queue order, that this labeler
    has not labeled and that has a free slot: fewer than ``overlap`` labelers hold a live
    lease on it or have finished it. An expired lease's slot can be taken over.
@@ -33,6 +35,7 @@ from sqlalchemy import (
     Integer,
     ScalarSelect,
     Select,
+    and_,
     bindparam,
     exists,
     func,
@@ -42,9 +45,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from app.db import rows_changed
+from app.db import AnyRow, rows_changed
 from app.models import (
     ASSIGNMENTS,
+    GENERATION_QUALITY_CONTROL,
     GOLD_LABELS,
     SCREENING_GENERATION,
     SOLUTIONS,
@@ -87,18 +91,25 @@ class Lease:
     """The overlap slot a regular task takes; None for QC and screening questions."""
     leased_at: datetime
     expires_at: datetime
+    qc_generation: int | None = None
+    """The generation whose quality-control questions this one came from, if it is one."""
 
 
 _A = ASSIGNMENTS.c
 _S = SOLUTIONS.c
-_LEASE_COLUMNS = (_A.id, _A.solution_id, _A.labeler_id, _A.slot, _A.leased_at, _A.expires_at)
-
-_CURRENT = (
-    select(*_LEASE_COLUMNS)
-    .where(_A.labeler_id == bindparam("labeler_id"), _A.completed_at.is_(None))
-    .order_by(_A.id)
-    .limit(1)
+LEASE_COLUMNS = (
+    _A.id.label("lease_id"),
+    _A.solution_id,
+    _A.labeler_id,
+    _A.slot,
+    _A.leased_at,
+    _A.expires_at,
+    _A.qc_generation,
 )
+
+OPEN_LEASE = and_(_A.labeler_id == bindparam("labeler_id"), _A.completed_at.is_(None))
+"""A labeler's unfinished task: the first by id, should there be two (two tabs at once)."""
+_OPEN_LEASE = select(*LEASE_COLUMNS).where(OPEN_LEASE).order_by(_A.id).limit(1)
 _EXTEND = (
     update(ASSIGNMENTS)
     .where(
@@ -121,6 +132,31 @@ _SCREENING = (
     .limit(1)
 )
 _QUALITY_CONTROL = select(_S.id).where(_IS_GOLD, _NOT_MINE).order_by(_S.id).limit(1)
+
+_Q = GENERATION_QUALITY_CONTROL.c
+_GENERATION_BEING_LABELED = (
+    select(func.min(_S.generation))
+    .where(_S.queue_state == QueueState.OPEN.value, _S.generation >= 0)
+    .scalar_subquery()
+)
+# The newest generation with QC questions, up to the one being labeled (when nothing is
+# open, the newest of all).
+_QUALITY_CONTROL_ROUND = select(func.max(_Q.generation)).where(
+    or_(_GENERATION_BEING_LABELED.is_(None), _Q.generation <= _GENERATION_BEING_LABELED)
+)
+_QUALITY_CONTROL_OF_ROUND = (
+    select(_Q.solution_id)
+    .where(
+        _Q.generation == bindparam("round"),
+        ~exists().where(
+            _A.solution_id == _Q.solution_id,
+            _A.labeler_id == bindparam("labeler_id"),
+            _A.qc_generation == _Q.generation,
+        ),
+    )
+    .order_by(_Q.solution_id)
+    .limit(1)
+)
 
 
 def _slot_count(*conditions: ColumnElement[bool]) -> ScalarSelect[int]:
@@ -191,7 +227,7 @@ _TAKE_OVER = (
         leased_at=bindparam("now"),
         expires_at=bindparam("until"),
     )
-    .returning(*_LEASE_COLUMNS)
+    .returning(*LEASE_COLUMNS)
 )
 # A concurrent request that took the same slot, or the same solution for this labeler,
 # makes an insert do nothing instead of failing the transaction.
@@ -217,13 +253,56 @@ def next_assignment(
 ) -> Lease | None:
     """The labeler's current task, or a new one; None when nothing is left for them."""
     now = now or utc_now()
-    current = _current_assignment(connection, labeler, rules, now)
-    if current is not None:
+    current = open_lease(connection, labeler.id)
+    return resume(connection, current, rules, now) or assign_new(
+        connection, labeler, rules, now, rng
+    )
+
+
+def open_lease(connection: Connection, labeler_id: int) -> Lease | None:
+    """The labeler's unfinished task, its lease current or not."""
+    return lease_from(connection.execute(_OPEN_LEASE, {"labeler_id": labeler_id}).first())
+
+
+def lease_from(row: AnyRow | None) -> Lease | None:
+    """The Lease in a row of LEASE_COLUMNS; None for no row, or an outer join's nulls."""
+    if row is None or row.lease_id is None:
+        return None
+    return Lease(
+        row.lease_id,
+        row.solution_id,
+        row.labeler_id,
+        row.slot,
+        row.leased_at,
+        row.expires_at,
+        row.qc_generation,
+    )
+
+
+def resume(
+    connection: Connection, current: Lease | None, rules: QueueRules, now: datetime
+) -> Lease | None:
+    """The unfinished task back, its lease renewed if it ran out; None if it is gone."""
+    if current is None or current.expires_at > now:
         return current
+    # Expired: renew it unless another labeler took the slot over in the meantime.
+    if extend_lease(connection, current, rules, now):
+        return replace(current, expires_at=now + rules.lease)
+    return None
+
+
+def assign_new(
+    connection: Connection,
+    labeler: Labeler,
+    rules: QueueRules,
+    now: datetime,
+    rng: random.Random | None = None,
+) -> Lease | None:
+    """A new task for a labeler who has none: screening, QC or a regular one."""
     if not _is_approved(labeler):
         return _assign_shared(connection, labeler, rules, now, _SCREENING)
     if (rng or random).random() < rules.qc_rate:
-        quality_control = _assign_shared(connection, labeler, rules, now, _QUALITY_CONTROL)
+        quality_control = _assign_quality_control(connection, labeler, rules, now)
         if quality_control is not None:
             return quality_control
     return _assign_regular(connection, labeler, rules, now)
@@ -231,21 +310,6 @@ def next_assignment(
 
 def _is_approved(labeler: Labeler) -> bool:
     return labeler.is_approved or labeler.role == Role.ADMIN.value
-
-
-def _current_assignment(
-    connection: Connection, labeler: Labeler, rules: QueueRules, now: datetime
-) -> Lease | None:
-    row = connection.execute(_CURRENT, {"labeler_id": labeler.id}).first()
-    if row is None:
-        return None
-    current = Lease(*row)
-    if current.expires_at > now:
-        return current
-    # Expired: renew it unless another labeler took the slot over in the meantime.
-    if extend_lease(connection, current, rules, now):
-        return replace(current, expires_at=now + rules.lease)
-    return None
 
 
 def extend_lease(
@@ -269,6 +333,20 @@ def _assign_shared(
     if solution_id is None:
         return None
     return _insert_lease(connection, labeler, rules, now, solution_id, slot=None)
+
+
+def _assign_quality_control(
+    connection: Connection, labeler: Labeler, rules: QueueRules, now: datetime
+) -> Lease | None:
+    """A QC question of the current round if the worker has opened generations, else any."""
+    round_ = connection.scalar(_QUALITY_CONTROL_ROUND)
+    if round_ is None:
+        return _assign_shared(connection, labeler, rules, now, _QUALITY_CONTROL)
+    params = {"round": round_, "labeler_id": labeler.id}
+    solution_id = connection.scalar(_QUALITY_CONTROL_OF_ROUND, params)
+    if solution_id is None:
+        return None
+    return _insert_lease(connection, labeler, rules, now, solution_id, None, qc_generation=round_)
 
 
 def _assign_regular(
@@ -334,7 +412,7 @@ def _claim_slot(
         _TAKE_OVER,
         {"of_solution": solution_id, "taker_id": labeler.id, "now": now, "until": until},
     ).first()
-    return None if taken_over is None else Lease(*taken_over)
+    return lease_from(taken_over)
 
 
 def _insert_lease(
@@ -344,6 +422,8 @@ def _insert_lease(
     now: datetime,
     solution_id: int,
     slot: int | None,
+    *,
+    qc_generation: int | None = None,
 ) -> Lease | None:
     """Insert the assignment; None if a concurrent request took that slot first."""
     expires_at = now + rules.lease
@@ -355,14 +435,16 @@ def _insert_lease(
             "slot": slot,
             "leased_at": now,
             "expires_at": expires_at,
+            "qc_generation": qc_generation,
         },
     )
     if assignment_id is None:
         return None
-    return Lease(assignment_id, solution_id, labeler.id, slot, now, expires_at)
+    return Lease(assignment_id, solution_id, labeler.id, slot, now, expires_at, qc_generation)
 
 
 def lease_of(connection: Connection, assignment_id: int) -> Lease | None:
     """The lease with this id, finished or not; None if there is none."""
-    row = connection.execute(select(*_LEASE_COLUMNS).where(_A.id == assignment_id)).first()
-    return None if row is None else Lease(*row)
+    return lease_from(
+        connection.execute(select(*LEASE_COLUMNS).where(_A.id == assignment_id)).first()
+    )

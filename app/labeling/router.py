@@ -9,15 +9,10 @@ from app.auth import CurrentAdmin, CurrentUser, LoggedIn, Login, Viewer, check_c
 from app.config import get_settings
 from app.db import DbSession, core_transaction, in_database_thread
 from app.labeling import service
-from app.labeling.queue import Lease, extend_lease, lease_of, next_assignment
+from app.labeling.queue import Lease, assign_new, extend_lease, lease_of, resume
 from app.labeling.service import TaskView
-from app.labeling.submission import (
-    SavedLabel,
-    SubmissionError,
-    SubmissionInput,
-    leased_task,
-    save_label,
-)
+from app.labeling.submission import SavedLabel, SubmissionError, SubmissionInput, save_label
+from app.models import utc_now
 from app.templating import render, wants_fragment
 
 router = APIRouter(dependencies=[Depends(check_csrf)])
@@ -42,9 +37,12 @@ async def next_task(request: Request, login: LoggedIn) -> HTMLResponse:
 
 def _take_next_task(login: Login) -> tuple[Viewer, TaskView | None]:
     with core_transaction() as connection:
-        viewer = check_login(connection, login)
+        viewer, current = service.labeler_and_open_lease(connection, login)
         rules = service.queue_rules(connection, get_settings())
-        lease = next_assignment(connection, viewer, rules)
+        now = utc_now()
+        lease = resume(connection, current, rules, now) or assign_new(
+            connection, viewer, rules, now
+        )
         return viewer, service.task_view(connection, lease) if lease else None
 
 
@@ -57,8 +55,7 @@ async def submit_label(assignment_id: int, login: LoggedIn, body: SubmissionInpu
 
 def _submit(login: Login, assignment_id: int, body: SubmissionInput) -> SavedLabel:
     with core_transaction() as connection:
-        viewer = check_login(connection, login)
-        task = leased_task(connection, assignment_id)
+        viewer, task = service.labeler_and_task(connection, login, assignment_id)
         if task is None or task.labeler_id != viewer.id:
             raise _not_yours()
         rules = service.queue_rules(connection, get_settings())

@@ -8,9 +8,11 @@ from pathlib import Path
 from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.orm import Session
 
+from app.auth import LOGIN_COLUMNS, LOGIN_USER, Login, Viewer, viewer_of
 from app.config import Settings
-from app.labeling.queue import Lease, QueueRules
-from app.models import PROBLEMS, SOLUTIONS, Label, User, utc_now
+from app.labeling.queue import LEASE_COLUMNS, OPEN_LEASE, Lease, QueueRules, lease_from
+from app.labeling.submission import LEASED_TASKS, TASK_COLUMNS, LeasedTask, task_from
+from app.models import ASSIGNMENTS, PROBLEMS, SOLUTIONS, USERS, Label, User, utc_now
 from app.project_settings import get_value, runtime_settings, set_value
 
 DEFAULT_GUIDELINES = (Path(__file__).parent / "guidelines.md").read_text()
@@ -24,6 +26,38 @@ def queue_rules(connection: Connection, settings: Settings) -> QueueRules:
         overlap=int(values["overlap"]),
         qc_rate=float(values["qc_rate"]),
     )
+
+
+# A labeling request checks the login with the query it starts with anyway (one round
+# trip fewer): the user's row, outer-joined with what the request needs.
+_LABELER_AND_OPEN_LEASE = (
+    select(*LOGIN_COLUMNS, *LEASE_COLUMNS)
+    .select_from(USERS.outerjoin(ASSIGNMENTS, OPEN_LEASE))
+    .where(LOGIN_USER)
+    .order_by(ASSIGNMENTS.c.id)
+    .limit(1)
+)
+_LABELER_AND_TASK = (
+    select(*LOGIN_COLUMNS, *TASK_COLUMNS)
+    .select_from(USERS.outerjoin(LEASED_TASKS, ASSIGNMENTS.c.id == bindparam("assignment_id")))
+    .where(LOGIN_USER)
+)
+
+
+def labeler_and_open_lease(connection: Connection, login: Login) -> tuple[Viewer, Lease | None]:
+    """The logged-in labeler (401 if the login ended) and their unfinished task, if any."""
+    params = {"user_id": login.user_id, "labeler_id": login.user_id}
+    row = connection.execute(_LABELER_AND_OPEN_LEASE, params).first()
+    return viewer_of(row, login), lease_from(row)
+
+
+def labeler_and_task(
+    connection: Connection, login: Login, assignment_id: int
+) -> tuple[Viewer, LeasedTask | None]:
+    """The logged-in labeler (401 if the login ended) and the task ``assignment_id``."""
+    params = {"user_id": login.user_id, "assignment_id": assignment_id}
+    row = connection.execute(_LABELER_AND_TASK, params).first()
+    return viewer_of(row, login), task_from(row)
 
 
 @dataclass(frozen=True)

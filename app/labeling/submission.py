@@ -22,7 +22,7 @@ from sqlalchemy import Connection, Insert, bindparam, case, exists, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from app.datasets.keys import content_key
-from app.db import insert_values, rows_changed
+from app.db import AnyRow, insert_values, rows_changed
 from app.labeling.queue import Labeler
 from app.models import (
     ASSIGNMENTS,
@@ -167,35 +167,48 @@ class LeasedTask:
     alternatives: list[list[str]] | None
     style: str
     generation: int | None
+    """The label's generation: the solution's, or the one a QC question was served in."""
+    is_screening: bool
     is_gold: bool
     """The solution is a quality-control question."""
 
 
 _A = ASSIGNMENTS.c
 _S = SOLUTIONS.c
+TASK_COLUMNS = (
+    _A.id.label("assignment_id"),
+    _A.labeler_id,
+    _A.slot,
+    _A.leased_at,
+    _S.id.label("solution_id"),
+    _S.problem_id,
+    _S.steps,
+    _S.alternatives,
+    _S.style,
+    func.coalesce(_A.qc_generation, _S.generation).label("generation"),
+    (func.coalesce(_S.generation, 0) == SCREENING_GENERATION).label("is_screening"),
+    exists().where(GOLD_LABELS.c.solution_id == _S.id).label("is_gold"),
+)
+"""What ``task_from`` reads, from ``LEASED_TASKS`` where ``assignments.id`` is the task's."""
+LEASED_TASKS = ASSIGNMENTS.join(SOLUTIONS, _A.solution_id == _S.id)
 _LEASED_TASK = (
-    select(
-        _A.id,
-        _A.labeler_id,
-        _A.slot,
-        _A.leased_at,
-        _S.id,
-        _S.problem_id,
-        _S.steps,
-        _S.alternatives,
-        _S.style,
-        _S.generation,
-        exists().where(GOLD_LABELS.c.solution_id == _S.id),
-    )
-    .join_from(ASSIGNMENTS, SOLUTIONS, _A.solution_id == _S.id)
-    .where(_A.id == bindparam("assignment_id"))
+    select(*TASK_COLUMNS).select_from(LEASED_TASKS).where(_A.id == bindparam("assignment_id"))
 )
 
 
 def leased_task(connection: Connection, assignment_id: int) -> LeasedTask | None:
     """The task leased as ``assignment_id``, to whomever; None if there is no such lease."""
-    row = connection.execute(_LEASED_TASK, {"assignment_id": assignment_id}).first()
-    return None if row is None else LeasedTask(*row)
+    return task_from(connection.execute(_LEASED_TASK, {"assignment_id": assignment_id}).first())
+
+
+def task_from(row: AnyRow | None) -> LeasedTask | None:
+    """The LeasedTask in a row of TASK_COLUMNS; None for no row, or an outer join's nulls."""
+    if row is None or row.assignment_id is None:
+        return None
+    return LeasedTask(**{name: getattr(row, name) for name in _TASK_FIELDS})
+
+
+_TASK_FIELDS = [column.name for column in TASK_COLUMNS]
 
 
 @dataclass(frozen=True)
@@ -302,7 +315,7 @@ def _label_row(
         "timestamp": now,
         "generation": task.generation,
         "is_quality_control": task.is_gold,
-        "is_initial_screening": task.generation == SCREENING_GENERATION,
+        "is_initial_screening": task.is_screening,
         "total_time": spent,
         "finish_reason": submission.finish_reason.value,
         "note": submission.note.strip() or None,

@@ -4,11 +4,20 @@ import random
 from datetime import datetime, timedelta
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.labeling.queue import Lease, QueueRules, next_assignment
-from app.models import SCREENING_GENERATION, Assignment, GoldLabel, Label, QueueState, Role
+from app.models import (
+    SCREENING_GENERATION,
+    Assignment,
+    GenerationQualityControl,
+    GoldLabel,
+    Label,
+    QueueState,
+    Role,
+    Solution,
+)
 from tests.factories import make_solution, make_user
 
 NOW = datetime(2026, 11, 22, 12, 0, 0)
@@ -177,3 +186,76 @@ def test_marking_quality_control_checks_the_gold_label(session: Session) -> None
     unmark_quality_control(session, solution.id)
     with pytest.raises(LookupError, match="not a quality-control question"):
         unmark_quality_control(session, solution.id)
+
+
+def gold(session: Session, solution_id: int, admin_name: str = "qc-admin") -> None:
+    """Mark the solution a QC question, with an admin's label as its gold label."""
+    from app.labeling.quality import mark_quality_control
+
+    solution = session.get(Solution, solution_id)
+    assert solution is not None
+    admin = make_user(session, admin_name, role=Role.ADMIN)
+    label = Label(
+        dedupe_key=f"gold-of-{solution_id}",
+        labeler_id=admin.id,
+        problem_id=solution.problem_id,
+        solution_id=solution_id,
+        timestamp=NOW,
+        finish_reason="solution",
+    )
+    session.add(label)
+    session.flush()
+    mark_quality_control(session, solution_id, label.id)
+
+
+def test_quality_control_is_answered_once_per_generation(session: Session) -> None:
+    from app.labeling.quality import add_quality_control_to_generation
+
+    question = make_solution(session, queue_state=QueueState.FULL)
+    gold(session, question.id)
+    first_generation = [make_solution(session, generation=1) for _ in range(2)]
+    assert add_quality_control_to_generation(session, 1) == 1
+    always_qc = QueueRules(lease=RULES.lease, overlap=1, qc_rate=1.0)
+    alice = make_user(session, "alice")
+
+    def take() -> Lease:
+        lease = next_assignment(session.connection(), alice, always_qc, NOW)
+        assert lease is not None
+        finish(session, lease)
+        return lease
+
+    served = take()
+    assert (served.solution_id, served.qc_generation) == (question.id, 1)
+    # Answered in generation 1: regular tasks of generation 1 until it is labeled.
+    assert take().solution_id == first_generation[0].id
+    second_generation = make_solution(session, generation=2)
+    assert add_quality_control_to_generation(session, 2) == 1
+    assert take().solution_id == first_generation[1].id
+    session.execute(
+        update(Solution).where(Solution.generation == 1).values(queue_state=QueueState.FULL.value)
+    )
+    # Generation 2 is being labeled now: its round serves the question again.
+    again = take()
+    assert (again.solution_id, again.qc_generation) == (question.id, 2)
+    assert take().solution_id == second_generation.id
+
+
+def test_a_question_marked_later_joins_the_newest_generation(session: Session) -> None:
+    from app.labeling.quality import add_quality_control_to_generation, unmark_quality_control
+
+    screening = make_solution(session, generation=SCREENING_GENERATION)
+    gold(session, screening.id, "admin-1")
+    assert add_quality_control_to_generation(session, 3) == 0  # screening is not QC
+    later = make_solution(session, queue_state=QueueState.FULL)
+    gold(session, later.id, "admin-2")
+    rounds = session.scalars(select(GenerationQualityControl.generation)).all()
+    assert rounds == []  # no round yet: no generation had QC questions
+    add_quality_control_to_generation(session, 4)
+    another = make_solution(session, queue_state=QueueState.FULL)
+    gold(session, another.id, "admin-3")
+    rows = session.execute(
+        select(GenerationQualityControl.generation, GenerationQualityControl.solution_id)
+    ).all()
+    assert sorted(rows) == sorted([(4, later.id), (4, another.id)])
+    unmark_quality_control(session, another.id)
+    assert session.scalars(select(GenerationQualityControl.solution_id)).all() == [later.id]

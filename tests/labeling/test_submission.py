@@ -268,3 +268,26 @@ def test_a_phase1_label_keeps_choices_and_human_steps(session: Session) -> None:
     assert [c.rating for c in second.completions] == [-1, -1, 0]
     assert third.chosen_completion == 0
     assert record.label.finish_reason == "solution"
+
+
+def test_a_quality_control_label_belongs_to_the_round_it_was_served_in(
+    session: Session,
+) -> None:
+    from app.labeling.quality import add_quality_control_to_generation
+    from tests.labeling.test_queue import gold
+
+    question = make_solution(session, STEPS, generation=0, queue_state=QueueState.FULL)
+    gold(session, question.id)
+    make_solution(session, STEPS, generation=5)
+    add_quality_control_to_generation(session, 5)
+    bob = make_user(session, "bob")
+    task = next_task(session, bob, QueueRules(lease=RULES.lease, overlap=1, qc_rate=1.0))
+    assert task.solution_id == question.id and task.is_gold
+    saved = save(session, task, bob, submission([1, 1, 1], "solution"))
+    label = session.get(Label, saved.label_id)
+    assert label is not None
+    assert (label.generation, label.is_quality_control, label.is_initial_screening) == (
+        5,
+        True,
+        False,
+    )

@@ -11,9 +11,19 @@ from sqlalchemy.orm import Session
 
 from app.datasets.demo_seed import seed
 from app.db import transaction
+from app.labeling.quality import mark_quality_control
 from app.labeling.queue import next_assignment
 from app.labeling.submission import SubmissionInput, leased_task, save_label
-from app.models import Generation, QueueState, RunStatus, Solution, TrainingRun, User
+from app.models import (
+    Generation,
+    GenerationQualityControl,
+    Label,
+    QueueState,
+    RunStatus,
+    Solution,
+    TrainingRun,
+    User,
+)
 from tests.labeling.test_queue import RULES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,6 +82,10 @@ def test_once_trains_selects_and_queues_a_generation(
         seed(session)
         grade_solutions(session)
     assert label_all_queued(engine) > 50
+    with transaction(engine) as session:
+        # One of alice's labels becomes a QC question: the new generation gets it.
+        question = session.execute(select(Label.solution_id, Label.id).limit(1)).one()
+        mark_quality_control(session, *question)
 
     first = worker(database_url, tmp_path, "once")
     deadline = time.monotonic() + 120
@@ -102,6 +116,10 @@ def test_once_trains_selects_and_queues_a_generation(
         assert set(run.timings or {}) >= {"grade", "data", "train", "evaluate", "score", "select"}
         generation = session.scalars(select(Generation)).one()
         assert generation.run_id == run.id and generation.number == 1
+        assert generation.quality_control == 1
+        assert session.scalars(select(GenerationQualityControl.solution_id)).all() == [
+            question.solution_id
+        ]
         queued = session.scalars(select(Solution).where(Solution.generation == 1)).all()
         assert len(queued) == generation.selected == 2 * 24
         assert all(s.queue_state == QueueState.OPEN.value for s in queued)
