@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -21,7 +22,10 @@ from sqlalchemy import (
     create_engine,
     event,
 )
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from app.config import get_settings
 
@@ -65,7 +69,39 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
         event.listen(engine, "begin", _begin_immediate)
         return engine
     # No overflow: requests beyond the pool wait in DbSession's limit, not for a socket.
-    return create_engine(url, echo=echo, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=0)
+    engine = create_engine(url, echo=echo, pool_size=POOL_SIZE, max_overflow=0)
+    event.listen(engine.pool, "checkin", _note_checkin)
+    event.listen(engine.pool, "checkout", partial(_ping_if_idle, engine.dialect))
+    return engine
+
+
+PING_AFTER_IDLE_S = 10.0
+"""A pooled connection idle this long is checked with a ping before a request gets it.
+
+A connection in steady use is not (SQLAlchemy's pool_pre_ping would spend a round trip on
+every request); one idle through a database restart is, and is replaced. One in use while
+the database restarts fails its request once, and the pool then reconnects.
+"""
+
+
+def _note_checkin(_dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+    record.info["checked_in_at"] = time.monotonic()
+
+
+def _ping_if_idle(
+    dialect: Dialect,
+    dbapi_connection: Any,
+    record: ConnectionPoolEntry,
+    _proxy: PoolProxiedConnection,
+) -> None:
+    checked_in_at = record.info.get("checked_in_at")
+    if checked_in_at is None or time.monotonic() - checked_in_at < PING_AFTER_IDLE_S:
+        return  # new (just connected), or in steady use
+    try:
+        dialect.do_ping(dbapi_connection)
+    except dialect.loaded_dbapi.Error as error:
+        # The pool drops this connection and checks out (or opens) another.
+        raise DisconnectionError(f"idle connection lost: {error}") from error
 
 
 _engines: dict[str, Engine] = {}
