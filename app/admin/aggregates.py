@@ -1,0 +1,93 @@
+"""SQL building blocks the dashboard's figures share, written once for SQLite and Postgres.
+
+- ``epoch_seconds``: whole seconds since 1970 of a naive UTC timestamp, the base of
+  fixed-width time buckets (Postgres's ``date_trunc`` has no SQLite twin, and SQLite's
+  ``strftime`` no Postgres one).
+- ``grouped_medians``: the median of a value per group, from window functions both
+  databases have (Postgres's ``percentile_cont`` does not exist in SQLite).
+"""
+
+from collections.abc import Hashable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import BigInteger, ColumnElement, SQLColumnExpression, func, null, or_, select
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
+
+
+class epoch_seconds(FunctionElement[int]):
+    """Whole seconds from 1970-01-01 to a naive UTC timestamp column, truncated."""
+
+    type = BigInteger()
+    inherit_cache = True
+
+
+@compiles(epoch_seconds)
+def _epoch_seconds_postgres(element: epoch_seconds, compiler: SQLCompiler, **kw: Any) -> str:
+    # extract(epoch) of a timestamp without time zone reads it as UTC; floor, not a
+    # rounding cast, keeps 10:59:59.9 in the 10 o'clock bucket.
+    return f"CAST(floor(extract(epoch FROM {compiler.process(element.clauses, **kw)})) AS BIGINT)"
+
+
+@compiles(epoch_seconds, "sqlite")
+def _epoch_seconds_sqlite(element: epoch_seconds, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"CAST(strftime('%s', {compiler.process(element.clauses, **kw)}) AS INTEGER)"
+
+
+def to_epoch(moment: datetime) -> int:
+    """Whole seconds since 1970 of a naive UTC datetime, as ``epoch_seconds`` counts them."""
+    return int(moment.replace(tzinfo=UTC).timestamp())
+
+
+def bucket_start(moment: datetime, width: timedelta) -> datetime:
+    """The start of the ``width``-wide bucket (aligned to 1970-01-01 UTC) holding ``moment``."""
+    seconds = int(width.total_seconds())
+    start = to_epoch(moment) // seconds * seconds
+    return datetime.fromtimestamp(start, UTC).replace(tzinfo=None)
+
+
+def bucket_index(
+    column: SQLColumnExpression[datetime], start: datetime, width: timedelta
+) -> ColumnElement[int]:
+    """Which ``width``-wide bucket from ``start`` a timestamp falls in (0, 1, ...).
+
+    Only for rows at or after ``start``: integer division truncates towards zero.
+    """
+    return (epoch_seconds(column) - to_epoch(start)) // int(width.total_seconds())
+
+
+def grouped_medians(
+    session: Session,
+    value: SQLColumnExpression[Any],
+    group: SQLColumnExpression[Any] | None,
+    *where: SQLColumnExpression[bool],
+) -> dict[Hashable, float]:
+    """The median of ``value`` (nulls left out) per ``group``, over the rows ``where`` keeps.
+
+    With ``group`` None, one median of all the rows, under the key None. Rows are ranked
+    within their group; the median is the middle row, or the mean of the two middle rows
+    of an even-sized group.
+    """
+    ranked = (
+        select(
+            (null() if group is None else group).label("group_key"),
+            value.label("value"),
+            func.row_number().over(partition_by=group, order_by=value).label("position"),
+            func.count().over(partition_by=group).label("size"),
+        )
+        .where(value.is_not(None), *where)
+        .subquery()
+    )
+    middle = or_(
+        ranked.c.position == (ranked.c.size + 1) // 2,
+        ranked.c.position == (ranked.c.size + 2) // 2,
+    )
+    rows = session.execute(
+        select(ranked.c.group_key, func.avg(ranked.c.value))
+        .where(middle)
+        .group_by(ranked.c.group_key)
+    )
+    return {key: float(median) for key, median in rows}
