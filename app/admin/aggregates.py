@@ -34,7 +34,10 @@ def _epoch_seconds_postgres(element: epoch_seconds, compiler: SQLCompiler, **kw:
 
 @compiles(epoch_seconds, "sqlite")
 def _epoch_seconds_sqlite(element: epoch_seconds, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"CAST(strftime('%s', {compiler.process(element.clauses, **kw)}) AS INTEGER)"
+    # SQLAlchemy stores "YYYY-MM-DD HH:MM:SS.ffffff"; SQLite would round the fraction to
+    # milliseconds, and 10:59:59.9999 to 11:00:00, so the seconds are cut off first.
+    moment = compiler.process(element.clauses, **kw)
+    return f"CAST(strftime('%s', substr({moment}, 1, 19)) AS INTEGER)"
 
 
 def to_epoch(moment: datetime) -> int:

@@ -19,7 +19,8 @@ TOP, RIGHT, BOTTOM, LEFT = 12, 16, 26, 56
 COLOURS = 8
 """Series colours; more series than this reuse them."""
 X_TICKS = 6
-Y_TICKS = 4
+Y_TICKS = 5
+"""Fifths of a nice ceiling (1, 2, 2.5 or 5 times a power of ten) are round numbers too."""
 MAX_MARKERS = 60
 """Up to this many points per series get a marker with a tooltip."""
 BAR_HEIGHT, BAR_GAP, BAR_LABEL_WIDTH = 18, 6, 180
@@ -138,6 +139,8 @@ def line_chart(
     number above the largest value."""
     values = [v for s in series for v in s.values if v is not None]
     top = y_max if y_max is not None else nice_ceiling(max(values, default=0.0))
+    if kind == "count":
+        top = max(top, Y_TICKS)  # whole numbers on the axis
     xs = _x_positions(len(x_labels)) if x_labels else []
     parts = [
         _svg_open(_chart_id(title), title, description, WIDTH, HEIGHT),

@@ -3,13 +3,13 @@
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import case, func, select
+from sqlalchemy import case, exists, func, select
 from sqlalchemy.orm import Session
 
 from app.admin.prm import RunSummary, summarize
 from app.admin.quality import combined, labeler_quality
 from app.admin.throughput import WINDOWS, throughput
-from app.models import Assignment, Label, QueueState, Role, Solution, User, utc_now
+from app.models import Assignment, GoldLabel, Label, QueueState, Role, Solution, User, utc_now
 from app.training import current_run, recent_runs
 
 RECENT_RUNS = 5
@@ -23,6 +23,7 @@ class Overview:
     labelers_active_today: int
     leased_now: int
     open_solutions: int
+    """Waiting in the regular queue (quality-control questions left out)."""
     labels_still_wanted: int
     """Labels the open solutions still need to reach their overlap."""
     awaiting_approval: int
@@ -51,10 +52,14 @@ def overview(
         )
     ).one()
     remaining = func.coalesce(Solution.overlap, default_overlap) - Solution.completed_count
+    # Quality-control questions stay open but are served beside the queue, never filled.
     open_solutions, still_wanted = session.execute(
         select(
             func.count(), func.coalesce(func.sum(case((remaining > 0, remaining), else_=0)), 0)
-        ).where(Solution.queue_state == QueueState.OPEN.value)
+        ).where(
+            Solution.queue_state == QueueState.OPEN.value,
+            ~exists().where(GoldLabel.solution_id == Solution.id),
+        )
     ).one()
     leased_now = session.scalar(
         select(func.count()).where(Assignment.completed_at.is_(None), Assignment.expires_at > now)
