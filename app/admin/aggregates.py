@@ -3,15 +3,24 @@
 - ``epoch_seconds``: whole seconds since 1970 of a naive UTC timestamp, the base of
   fixed-width time buckets (Postgres's ``date_trunc`` has no SQLite twin, and SQLite's
   ``strftime`` no Postgres one).
-- ``grouped_medians``: the median of a value per group, from window functions both
-  databases have (Postgres's ``percentile_cont`` does not exist in SQLite).
+- ``grouped_medians``: the median of a value per group and overall, from window functions
+  both databases have (Postgres's ``percentile_cont`` does not exist in SQLite).
 """
 
 from collections.abc import Hashable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, SQLColumnExpression, func, null, or_, select
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    SQLColumnExpression,
+    func,
+    null,
+    or_,
+    select,
+    union_all,
+)
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -65,32 +74,42 @@ def bucket_index(
 def grouped_medians(
     session: Session,
     value: SQLColumnExpression[Any],
-    group: SQLColumnExpression[Any] | None,
+    group: SQLColumnExpression[Any],
     *where: SQLColumnExpression[bool],
 ) -> dict[Hashable, float]:
-    """The median of ``value`` (nulls left out) per ``group``, over the rows ``where`` keeps.
+    """The median of ``value`` (nulls left out) per ``group`` (never null), and over all
+    the rows under the key None, of the rows ``where`` keeps; one statement.
 
-    With ``group`` None, one median of all the rows, under the key None. Rows are ranked
-    within their group; the median is the middle row, or the mean of the two middle rows
-    of an even-sized group.
+    Rows are ranked within their group and overall; a median is the middle row, or the
+    mean of the two middle rows of an even count. ``value`` is computed once per row.
     """
-    ranked = (
-        select(
-            (null() if group is None else group).label("group_key"),
-            value.label("value"),
-            func.row_number().over(partition_by=group, order_by=value).label("position"),
-            func.count().over(partition_by=group).label("size"),
-        )
+    values = (
+        select(group.label("group_key"), value.label("value"))
         .where(value.is_not(None), *where)
-        .subquery()
+        .subquery("median_values")
     )
-    middle = or_(
-        ranked.c.position == (ranked.c.size + 1) // 2,
-        ranked.c.position == (ranked.c.size + 2) // 2,
-    )
-    rows = session.execute(
+    ranked = select(
+        values.c.group_key,
+        values.c.value,
+        func.row_number()
+        .over(partition_by=values.c.group_key, order_by=values.c.value)
+        .label("in_group"),
+        func.count().over(partition_by=values.c.group_key).label("group_size"),
+        func.row_number().over(order_by=values.c.value).label("overall"),
+        func.count().over().label("size"),
+    ).cte("ranked_values")
+    per_group = (
         select(ranked.c.group_key, func.avg(ranked.c.value))
-        .where(middle)
+        .where(_middle(ranked.c.in_group, ranked.c.group_size))
         .group_by(ranked.c.group_key)
     )
-    return {key: float(median) for key, median in rows}
+    overall = select(null(), func.avg(ranked.c.value)).where(
+        _middle(ranked.c.overall, ranked.c.size)
+    )
+    rows = session.execute(union_all(per_group, overall))
+    return {key: float(median) for key, median in rows if median is not None}
+
+
+def _middle(position: ColumnElement[int], size: ColumnElement[int]) -> ColumnElement[bool]:
+    """The middle row of ``size`` ranked rows, or both middle rows of an even count."""
+    return or_(position == (size + 1) // 2, position == (size + 2) // 2)

@@ -1,10 +1,8 @@
 """How fast labeling goes: labels per hour over time, per labeler and overall, and the
 median time per task and per step. Counts are bucketed and medians taken in SQL."""
 
-from collections.abc import Hashable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import ColumnElement, SQLColumnExpression, func, or_, select
 from sqlalchemy.orm import Session
@@ -85,8 +83,9 @@ def throughput(session: Session, window: Window, now: datetime | None = None) ->
     names = _labelers(session, in_window)
     series = _per_hour(session, window, start, in_window)
     figures = _figures(session, in_window)
-    task_medians = _medians(session, Label.total_time, in_window)
-    step_medians = _medians(session, Label.total_time * 1.0 / _steps_rated(), in_window)
+    task_medians = grouped_medians(session, Label.total_time, Label.labeler_id, in_window)
+    per_step = Label.total_time * 1.0 / _steps_rated()
+    step_medians = grouped_medians(session, per_step, Label.labeler_id, in_window)
 
     def row(labeler_id: int | None, name: str) -> LabelerThroughput:
         labels, timed, spent_ms, last = figures.get(labeler_id, (0, 0, 0, None))
@@ -166,12 +165,3 @@ def _steps_rated() -> ColumnElement[int]:
     # Per label through the primary key, so only the window's labels pay for it.
     steps = select(func.count()).where(LabelStep.label_id == Label.id).correlate(Label)
     return func.nullif(steps.scalar_subquery(), 0)
-
-
-def _medians(
-    session: Session, value: SQLColumnExpression[Any], in_window: SQLColumnExpression[bool]
-) -> dict[Hashable, float]:
-    """Per labeler, and overall under the key None."""
-    medians = grouped_medians(session, value, Label.labeler_id, in_window)
-    medians.update(grouped_medians(session, value, None, in_window))
-    return medians

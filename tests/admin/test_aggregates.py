@@ -57,14 +57,19 @@ def test_grouped_medians_match_statistics_median(session: Session) -> None:
     # A label without a time is left out, not counted as zero.
     make_label(session, labelers["odd"], solution, [[1]], total_time=None)
 
+    everything = [value for values in times.values() for value in values]
     medians = grouped_medians(session, Label.total_time, Label.labeler_id)
     assert medians == {
-        labelers[name].id: statistics.median(values) for name, values in times.items()
+        **{labelers[name].id: statistics.median(values) for name, values in times.items()},
+        None: statistics.median(everything),
     }
-    everything = [value for values in times.values() for value in values]
-    assert grouped_medians(session, Label.total_time, None) == {None: statistics.median(everything)}
-    only_long = grouped_medians(session, Label.total_time, None, Label.total_time > 2_000)
-    assert only_long == {None: statistics.median([v for v in everything if v > 2_000])}
+    long = grouped_medians(session, Label.total_time, Label.labeler_id, Label.total_time > 2_000)
+    assert long == {
+        labelers["odd"].id: statistics.median([5_000, 3_000]),
+        labelers["even"].id: statistics.median([4_000, 10_000]),
+        labelers["one"].id: 7_000,
+        None: statistics.median([v for v in everything if v > 2_000]),
+    }
 
 
 def test_grouped_medians_of_nothing_is_empty(session: Session) -> None:
