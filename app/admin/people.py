@@ -44,21 +44,22 @@ def people(session: Session, threshold: float) -> list[Person]:
             )
         )
     }
-    users = session.scalars(select(User).order_by(User.role, User.name))
-    everyone = [
-        Person(
-            id=user.id,
-            name=user.name,
-            role=user.role,
-            is_active=user.is_active,
-            is_approved=user.is_approved,
-            created_at=user.created_at,
-            labels=work.get(user.id, (0, None))[0],
-            last_label_at=work.get(user.id, (0, None))[1],
-            quality=quality.get(user.id),
+    everyone = []
+    for account in session.scalars(select(User).order_by(User.role, User.name)):
+        labels, last = work.get(account.id, (0, None))
+        everyone.append(
+            Person(
+                id=account.id,
+                name=account.name,
+                role=account.role,
+                is_active=account.is_active,
+                is_approved=account.is_approved,
+                created_at=account.created_at,
+                labels=labels,
+                last_label_at=last,
+                quality=quality.get(account.id),
+            )
         )
-        for user in users
-    ]
     return sorted(everyone, key=lambda person: not person.awaiting_approval)
 
 

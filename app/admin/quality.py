@@ -133,18 +133,24 @@ def _answers() -> Subquery:
     )
 
 
-def _first_error(label_id: SQLColumnExpression[int]) -> ColumnElement[int]:
-    """The index of the label's first negative step, -1 for none (primary-key lookups)."""
-    first = select(func.min(StepCompletion.step_index)).where(
-        StepCompletion.label_id == label_id,
-        StepCompletion.completion_index == 0,
-        StepCompletion.rating == -1,
+def _first_error(label_id: SQLColumnExpression[int]) -> ColumnElement[int | None]:
+    """The index of the label's first negative step, null for none (primary-key lookups)."""
+    return (
+        select(func.min(StepCompletion.step_index))
+        .where(
+            StepCompletion.label_id == label_id,
+            StepCompletion.completion_index == 0,
+            StepCompletion.rating == -1,
+        )
+        .scalar_subquery()
     )
-    return func.coalesce(first.scalar_subquery(), -1)
 
 
-def _first_error_or_none(label_id: SQLColumnExpression[int]) -> ColumnElement[int | None]:
-    return func.nullif(_first_error(label_id), -1)
+def _same_first_error(
+    label_id: SQLColumnExpression[int], gold_id: SQLColumnExpression[int]
+) -> ColumnElement[bool]:
+    # No error at all is a first error too: both labels finding none agree.
+    return func.coalesce(_first_error(label_id), -1) == func.coalesce(_first_error(gold_id), -1)
 
 
 def _agreeing(condition: SQLColumnExpression[bool]) -> ColumnElement[int]:
@@ -164,10 +170,7 @@ def gold_comparisons(session: Session, by: Sequence[str]) -> dict[tuple[Any, ...
                 *keys,
                 func.count(),
                 _agreeing(comparable),
-                _agreeing(
-                    comparable
-                    & (_first_error(answers.c.label_id) == _first_error(answers.c.gold_id))
-                ),
+                _agreeing(comparable & _same_first_error(answers.c.label_id, answers.c.gold_id)),
             ).group_by(*keys)
         )
     }
@@ -252,7 +255,7 @@ def qc_questions(session: Session) -> list[QcQuestion]:
             GoldLabel.label_id.label("gold_label_id"),
             User.name.label("gold_labeler"),
             gold.finish_reason.label("gold_finish_reason"),
-            _first_error_or_none(GoldLabel.label_id).label("gold_first_error"),
+            _first_error(GoldLabel.label_id).label("gold_first_error"),
         )
         .join(Solution, Solution.id == GoldLabel.solution_id)
         .join(Problem, Problem.id == Solution.problem_id)
@@ -290,7 +293,7 @@ def gold_candidates(session: Session, labeler_id: int, limit: int = 20) -> list[
             Problem.text.label("problem_text"),
             Label.generation,
             Label.finish_reason,
-            _first_error_or_none(Label.id).label("first_error"),
+            _first_error(Label.id).label("first_error"),
             Label.timestamp,
             GoldLabel.label_id.label("gold_label_id"),
         )
