@@ -117,7 +117,7 @@ def test_approve_deactivate_and_reset_password(admin: Admin, engine: Engine) -> 
 # Quality control
 
 
-def test_settings_are_saved_and_apply_to_the_queue(admin: Admin, engine: Engine) -> None:
+def test_settings_are_saved_as_runtime_settings(admin: Admin, engine: Engine) -> None:
     saved = admin.post(
         "/admin/qc/settings", {"qc_rate": "0.25", "overlap": "3", "screening_threshold": "0.9"}
     )
