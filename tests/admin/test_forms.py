@@ -124,7 +124,7 @@ def test_settings_are_saved_as_runtime_settings(admin: Admin, engine: Engine) ->
     assert saved.status_code == 200 and "Saved" in saved.text
     assert saved.text.strip().startswith('<form id="settings-form"')
     with Session(engine) as session:
-        values = runtime_settings(session, get_settings())
+        values = runtime_settings(session.connection(), get_settings())
     assert values == {"qc_rate": 0.25, "overlap": 3, "screening_threshold": 0.9}
 
 
