@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     qc_rate: float = Field(default=0.05, ge=0.0, le=1.0)
     """Share of tasks that are quality-control questions, while any are left."""
 
+    screening_threshold: float = Field(default=0.8, ge=0.0, le=1.0)
+    """Share of a gold label's step ratings a labeler must match to pass screening and QC."""
+
     # The PRM worker (python -m worker).
     prm_base_model: str = "tiny"
     """A local Hugging Face checkpoint directory, or ``tiny`` (built in code, for demos)."""

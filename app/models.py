@@ -135,6 +135,8 @@ class Solution(Base):
         CheckConstraint("style IN ('phase1', 'phase2')", name="style"),
         # The labeling queue: open solutions by generation, then queue order.
         Index("ix_solutions_queue", "queue_state", "generation", "id"),
+        # The dashboard's progress per generation, read from the index alone.
+        Index("ix_solutions_progress", "generation", "queue_state", "overlap", "completed_count"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

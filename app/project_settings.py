@@ -1,16 +1,25 @@
 """Project-wide values admins change at run time, over the defaults from the environment."""
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import TypeAdapter
 from sqlalchemy import Connection, select
 from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.models import PROJECT_SETTINGS, ProjectSetting
 
-RUNTIME_KEYS = ("overlap", "qc_rate")
+RUNTIME_KEYS = ("overlap", "qc_rate", "screening_threshold")
 """Settings an admin may override in the database; the environment gives the defaults."""
+
+
+def parse_runtime_value(key: str, text: str) -> Any:
+    """``text`` as a value of the runtime setting ``key``, checked against the same bounds
+    as its environment variable; raises pydantic's ValidationError otherwise."""
+    field = Settings.model_fields[key]
+    annotated: Any = Annotated[field.annotation, *field.metadata]
+    return TypeAdapter(annotated).validate_python(text.strip())
 
 
 def get_value(session: Session, key: str, default: Any = None) -> Any:

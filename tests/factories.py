@@ -2,11 +2,23 @@
 
 import itertools
 import json
+import uuid
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.models import Problem, QueueState, Role, Solution, User
+from app.models import (
+    SCREENING_GENERATION,
+    Label,
+    LabelStep,
+    Problem,
+    QueueState,
+    Role,
+    Solution,
+    StepCompletion,
+    User,
+)
 from app.users import hash_password
 
 LABELER_A = "e90a38f3-3135-4465-87af-3e6322e3d772"
@@ -231,3 +243,48 @@ def make_solution(
     session.add(solution)
     session.flush()
     return solution
+
+
+def make_label(
+    session: Session,
+    labeler: User,
+    solution: Solution,
+    ratings: list[list[int | None]],
+    *,
+    finish_reason: str | None = "solution",
+    timestamp: datetime | None = None,
+    total_time: int | None = 60_000,
+    note: str | None = None,
+    quality_control: bool = False,
+) -> Label:
+    """A label of ``solution``: one step per entry of ``ratings``, one rated completion per
+    rating (the solution's own step first). Screening follows the solution's generation."""
+    label = Label(
+        dedupe_key=uuid.uuid4().hex,
+        labeler_id=labeler.id,
+        problem_id=solution.problem_id,
+        solution_id=solution.id,
+        timestamp=timestamp or datetime(2024, 1, 1, 12),
+        generation=solution.generation,
+        is_quality_control=quality_control,
+        is_initial_screening=solution.generation == SCREENING_GENERATION,
+        total_time=total_time,
+        finish_reason=finish_reason,
+        note=note,
+        steps=[
+            LabelStep(
+                step_index=step_index,
+                chosen_completion=None if step_ratings[0] == -1 else 0,
+                completions=[
+                    StepCompletion(
+                        completion_index=index, text=f"step {step_index}.{index}", rating=rating
+                    )
+                    for index, rating in enumerate(step_ratings)
+                ],
+            )
+            for step_index, step_ratings in enumerate(ratings)
+        ],
+    )
+    session.add(label)
+    session.flush()
+    return label

@@ -1,16 +1,441 @@
-"""The admin dashboard's pages and its JSON API. Every route here is for admins only."""
+"""The admin dashboard's pages and its JSON API. Every route here is for admins only.
 
-from fastapi import APIRouter, Depends, Request
+Pages answer htmx requests with their live block (figures refresh every 30 seconds, and at
+once after an admin's change: successful POSTs send the ``dashboard-refresh`` event).
+Forms post with htmx and get back a fragment, a result or the form with its errors (422);
+without JavaScript they get the whole page with the same result.
+"""
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form, HTTPException, Request, UploadFile
 from fastapi.responses import HTMLResponse
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
 
-from app.auth import check_csrf, current_admin
-from app.templating import render
+from app import training, users
+from app.admin import charts, imports, people, prm, progress, quality, throughput
+from app.admin.overview import Overview, overview
+from app.auth import CurrentAdmin, check_csrf, current_admin
+from app.config import get_settings
+from app.datasets.reading import describe
+from app.db import DbSession
+from app.labeling import quality as qc_questions
+from app.models import User
+from app.project_settings import RUNTIME_KEYS, parse_runtime_value, runtime_settings, set_value
+from app.templating import render, wants_fragment
 
 # current_admin runs first, so a labeler's POST is refused as a labeler (403), not as CSRF.
 pages = APIRouter(prefix="/admin", dependencies=[Depends(current_admin), Depends(check_csrf)])
 api = APIRouter(prefix="/api/admin", dependencies=[Depends(current_admin), Depends(check_csrf)])
 
+REFRESH = {"HX-Trigger": "dashboard-refresh"}
+"""Sent with a successful change: the page's live blocks reload at once."""
+NO_STORE = {"Cache-Control": "no-store"}
+"""Sent with a new password: no cache keeps it."""
+
+Context = Callable[[], dict[str, Any]]
+
+
+def _settings(session: Session) -> dict[str, Any]:
+    return runtime_settings(session.connection(), get_settings())
+
+
+def _page(
+    request: Request, template: str, context: dict[str, Any], live_block: str
+) -> HTMLResponse:
+    """The whole page, or its ``live_block`` for htmx's refresh."""
+    block = live_block if wants_fragment(request) else None
+    return render(request, template, {"charts": charts, **context}, block=block)
+
+
+def _answer(
+    request: Request,
+    template: str,
+    page: Context,
+    outcome: dict[str, Any],
+    *,
+    failed: bool = False,
+    block: str = "result",
+    headers: dict[str, str] | None = None,
+) -> HTMLResponse:
+    """A form's outcome: its ``block`` for htmx, else the whole ``page`` showing it."""
+    status_code = 422 if failed else 200
+    if wants_fragment(request):
+        context = {"charts": charts, **outcome}
+        response = render(request, template, context, block=block, status_code=status_code)
+    else:
+        context = {"charts": charts, **page(), **outcome}
+        response = render(request, template, context, status_code=status_code)
+    response.headers.update({**(headers or {}), **({} if failed else REFRESH)})
+    return response
+
+
+# Overview
+
 
 @pages.get("", response_class=HTMLResponse)
-def overview(request: Request) -> HTMLResponse:
-    return render(request, "admin/overview.html", {"section": "overview"})
+def overview_page(request: Request, session: DbSession) -> HTMLResponse:
+    context = {"section": "overview", "overview": _overview(session)}
+    return _page(request, "admin/overview.html", context, "figures")
+
+
+@api.get("/overview")
+def overview_api(session: DbSession) -> Overview:
+    return _overview(session)
+
+
+def _overview(session: Session) -> Overview:
+    values = _settings(session)
+    return overview(session, int(values["overlap"]), float(values["screening_threshold"]))
+
+
+# Progress and throughput
+
+
+@pages.get("/progress", response_class=HTMLResponse)
+def progress_page(request: Request, session: DbSession) -> HTMLResponse:
+    context = {"section": "progress", "progress": _progress(session)}
+    return _page(request, "admin/progress.html", context, "figures")
+
+
+@api.get("/progress")
+def progress_api(session: DbSession) -> progress.Progress:
+    return _progress(session)
+
+
+def _progress(session: Session) -> progress.Progress:
+    return progress.progress(session, int(_settings(session)["overlap"]))
+
+
+def existing_window(window: str = throughput.DEFAULT_WINDOW) -> throughput.Window:
+    """Dependency: the ``window`` query parameter, or 404 for one the page does not offer."""
+    if window not in throughput.WINDOWS:
+        choices = ", ".join(throughput.WINDOWS)
+        raise HTTPException(404, f"There is no window {window!r}: choose one of {choices}.")
+    return throughput.WINDOWS[window]
+
+
+Window = Annotated[throughput.Window, Depends(existing_window)]
+
+
+@pages.get("/throughput", response_class=HTMLResponse)
+def throughput_page(request: Request, session: DbSession, window: Window) -> HTMLResponse:
+    context = {
+        "section": "throughput",
+        "windows": throughput.WINDOWS.values(),
+        "throughput": throughput.throughput(session, window),
+    }
+    return _page(request, "admin/throughput.html", context, "figures")
+
+
+@api.get("/throughput")
+def throughput_api(session: DbSession, window: Window) -> throughput.Throughput:
+    return throughput.throughput(session, window)
+
+
+# Quality control
+
+
+@pages.get("/qc", response_class=HTMLResponse)
+def qc_page(request: Request, session: DbSession, admin: CurrentAdmin) -> HTMLResponse:
+    return _page(request, "admin/qc.html", _qc_context(session, admin), "quality")
+
+
+@api.get("/quality")
+def quality_api(session: DbSession) -> list[quality.LabelerQuality]:
+    return quality.labeler_quality(session, float(_settings(session)["screening_threshold"]))
+
+
+def _qc_context(session: Session, admin: User) -> dict[str, Any]:
+    values = _settings(session)
+    return {
+        "section": "qc",
+        "threshold": float(values["screening_threshold"]),
+        "values": {key: str(values[key]) for key in RUNTIME_KEYS},
+        "errors": {},
+        "labelers": quality.labeler_quality(session, float(values["screening_threshold"])),
+        "questions": quality.qc_questions(session),
+        "candidates": quality.gold_candidates(session, admin.id),
+        "open_generations": progress.open_by_generation(session),
+    }
+
+
+@pages.post("/qc/settings", response_class=HTMLResponse)
+def save_qc_settings(
+    request: Request,
+    session: DbSession,
+    admin: CurrentAdmin,
+    overlap: Annotated[str, Form()] = "",
+    qc_rate: Annotated[str, Form()] = "",
+    screening_threshold: Annotated[str, Form()] = "",
+) -> HTMLResponse:
+    entered = {"overlap": overlap, "qc_rate": qc_rate, "screening_threshold": screening_threshold}
+    parsed, errors = {}, {}
+    for key, text in entered.items():
+        try:
+            parsed[key] = parse_runtime_value(key, text)
+        except ValidationError as error:
+            errors[key] = describe(error)
+    if not errors:
+        for key, value in parsed.items():
+            set_value(session, key, value)
+    outcome = {
+        "values": entered,
+        "errors": errors,
+        "saved": not errors,
+    }
+    return _answer(
+        request,
+        "admin/qc.html",
+        lambda: _qc_context(session, admin),
+        outcome,
+        failed=bool(errors),
+        block="settings_form",
+    )
+
+
+@pages.post("/qc/gold", response_class=HTMLResponse)
+def make_gold(
+    request: Request,
+    session: DbSession,
+    admin: CurrentAdmin,
+    solution_id: Annotated[str, Form()] = "",
+    label_id: Annotated[str, Form()] = "",
+) -> HTMLResponse:
+    try:
+        solution, label = _whole_number(solution_id, "solution"), _whole_number(label_id, "label")
+        qc_questions.mark_quality_control(session, solution, label)
+    except (LookupError, ValueError) as error:
+        return _qc_answer(request, session, admin, error=str(error.args[0]))
+    message = f"Solution {solution} is a quality-control question with gold label {label}."
+    return _qc_answer(request, session, admin, message=message)
+
+
+@pages.post("/qc/{solution_id}/remove", response_class=HTMLResponse)
+def remove_gold(
+    request: Request, session: DbSession, admin: CurrentAdmin, solution_id: int
+) -> HTMLResponse:
+    try:
+        qc_questions.unmark_quality_control(session, solution_id)
+    except LookupError as error:
+        return _qc_answer(request, session, admin, error=str(error.args[0]))
+    message = f"Solution {solution_id} is no longer a quality-control question."
+    return _qc_answer(request, session, admin, message=message)
+
+
+@pages.post("/qc/sample", response_class=HTMLResponse)
+def sample_for_agreement(
+    request: Request,
+    session: DbSession,
+    admin: CurrentAdmin,
+    generation: Annotated[str, Form()] = "",
+    count: Annotated[str, Form()] = "",
+    overlap: Annotated[str, Form()] = "",
+) -> HTMLResponse:
+    try:
+        number = _whole_number(generation, "generation", minimum=None)
+        wanted = _whole_number(count, "number of solutions")
+        labelers = parse_runtime_value("overlap", overlap)
+        sampled = quality.sample_for_agreement(
+            session,
+            number,
+            wanted,
+            labelers,
+            default_overlap=int(_settings(session)["overlap"]),
+        )
+    except ValidationError as error:
+        return _qc_answer(request, session, admin, error=f"overlap: {describe(error)}")
+    except ValueError as error:
+        return _qc_answer(request, session, admin, error=str(error))
+    message = f"{sampled} open solutions of generation {number} now go to {labelers} labelers each."
+    return _qc_answer(request, session, admin, message=message)
+
+
+def _qc_answer(
+    request: Request,
+    session: Session,
+    admin: User,
+    *,
+    message: str | None = None,
+    error: str | None = None,
+) -> HTMLResponse:
+    return _answer(
+        request,
+        "admin/qc.html",
+        lambda: _qc_context(session, admin),
+        {"message": message, "error": error},
+        failed=error is not None,
+    )
+
+
+def _whole_number(text: str, name: str, minimum: int | None = 1) -> int:
+    """A form field as an integer; ValueError naming the field otherwise."""
+    try:
+        number = int(text.strip())
+    except ValueError:
+        raise ValueError(f"{name}: give a whole number, not {text.strip()!r}") from None
+    if minimum is not None and number < minimum:
+        raise ValueError(f"{name}: give a number of at least {minimum}")
+    return number
+
+
+# Users
+
+
+@pages.get("/users", response_class=HTMLResponse)
+def users_page(request: Request, session: DbSession) -> HTMLResponse:
+    return _page(request, "admin/users.html", _users_context(session), "user_table")
+
+
+def _users_context(session: Session) -> dict[str, Any]:
+    threshold = float(_settings(session)["screening_threshold"])
+    return {
+        "section": "users",
+        "threshold": threshold,
+        "people": people.people(session, threshold),
+    }
+
+
+def existing_user(user_id: int, session: DbSession) -> User:
+    """Dependency: the user named in the path, or 404."""
+    user = session.get(User, user_id)
+    if user is None:
+        raise HTTPException(404, f"There is no user {user_id}.")
+    return user
+
+
+ExistingUser = Annotated[User, Depends(existing_user)]
+
+
+@pages.post("/users", response_class=HTMLResponse)
+def create_user(
+    request: Request,
+    session: DbSession,
+    name: Annotated[str, Form()] = "",
+    role: Annotated[str, Form()] = "labeler",
+    approved: Annotated[bool, Form()] = False,
+) -> HTMLResponse:
+    try:
+        user, password = people.create_account(session, name, role, approved=approved)
+    except ValueError as error:
+        return _users_answer(
+            request, session, {"error": str(error), "entered": {"name": name, "role": role}}
+        )
+    outcome = {"message": f"Created {user.role} {user.name}.", "password_for": user.name}
+    return _users_answer(request, session, {**outcome, "password": password}, NO_STORE)
+
+
+@pages.post("/users/{user_id}/approve", response_class=HTMLResponse)
+def approve_user(request: Request, session: DbSession, user: ExistingUser) -> HTMLResponse:
+    users.approve(session, user.name)
+    message = f"{user.name} is approved: regular tasks are open to them."
+    return _users_answer(request, session, {"message": message})
+
+
+@pages.post("/users/{user_id}/deactivate", response_class=HTMLResponse)
+def deactivate_user(
+    request: Request, session: DbSession, admin: CurrentAdmin, user: ExistingUser
+) -> HTMLResponse:
+    if user.id == admin.id:
+        return _users_answer(request, session, {"error": "You cannot deactivate yourself."})
+    users.deactivate(session, user.name)
+    message = f"{user.name} is deactivated and logged out at their next request."
+    return _users_answer(request, session, {"message": message})
+
+
+@pages.post("/users/{user_id}/reset-password", response_class=HTMLResponse)
+def reset_password(request: Request, session: DbSession, user: ExistingUser) -> HTMLResponse:
+    password = users.new_password()
+    users.reset_password(session, user.name, password)
+    outcome = {
+        "message": f"New password for {user.name}; their open sessions have ended.",
+        "password_for": user.name,
+        "password": password,
+    }
+    return _users_answer(request, session, outcome, NO_STORE)
+
+
+def _users_answer(
+    request: Request,
+    session: Session,
+    outcome: dict[str, Any],
+    headers: dict[str, str] | None = None,
+) -> HTMLResponse:
+    return _answer(
+        request,
+        "admin/users.html",
+        lambda: _users_context(session),
+        outcome,
+        failed="error" in outcome,
+        headers=headers,
+    )
+
+
+# Imports
+
+
+@pages.get("/imports", response_class=HTMLResponse)
+def imports_page(request: Request) -> HTMLResponse:
+    return _page(request, "admin/imports.html", _imports_context(), "result")
+
+
+def _imports_context() -> dict[str, Any]:
+    return {"section": "imports", "kinds": imports.IMPORT_KINDS}
+
+
+@pages.post("/imports", response_class=HTMLResponse)
+def upload(
+    request: Request,
+    session: DbSession,
+    file: UploadFile | None = None,
+    kind: Annotated[str, Form()] = "",
+    skip_invalid: Annotated[bool, Form()] = False,
+    generation: Annotated[str, Form()] = "0",
+    no_queue: Annotated[bool, Form()] = False,
+) -> HTMLResponse:
+    try:
+        if file is None or not file.filename:
+            raise ValueError("choose a JSONL file to upload")
+        options = imports.UploadOptions(
+            kind=kind,
+            skip_invalid=skip_invalid,
+            generation=_whole_number(generation, "generation", minimum=None),
+            queue=not no_queue,
+        )
+    except ValueError as error:
+        result = imports.UploadResult(error=str(error))
+    else:
+        result = imports.import_upload(session, file.filename, file.file, options)
+    return _answer(
+        request,
+        "admin/imports.html",
+        _imports_context,
+        {"upload": result},
+        failed=not result.imported,
+    )
+
+
+# The PRM
+
+
+@pages.get("/prm", response_class=HTMLResponse)
+def prm_page(request: Request, session: DbSession) -> HTMLResponse:
+    return _page(request, "admin/prm.html", _prm_context(session), "figures")
+
+
+@api.get("/prm")
+def prm_api(session: DbSession) -> prm.PrmStatus:
+    return prm.prm_status(session)
+
+
+def _prm_context(session: Session) -> dict[str, Any]:
+    return {"section": "prm", "prm": prm.prm_status(session), "metric_series": prm.metric_series}
+
+
+@pages.post("/prm/train", response_class=HTMLResponse)
+def train_now(request: Request, session: DbSession, admin: CurrentAdmin) -> HTMLResponse:
+    run = training.request_run(session, admin.id)
+    message = f"Training run {run.id} is waiting for the worker (python -m worker)."
+    return _answer(request, "admin/prm.html", lambda: _prm_context(session), {"message": message})

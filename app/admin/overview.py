@@ -1,0 +1,90 @@
+"""The dashboard's front page: the headline figures, each from one small aggregate."""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import case, exists, func, select
+from sqlalchemy.orm import Session
+
+from app.admin.prm import RunSummary, summarize
+from app.admin.quality import combined, labeler_quality
+from app.admin.throughput import WINDOWS, throughput
+from app.models import Assignment, GoldLabel, Label, QueueState, Role, Solution, User, utc_now
+from app.training import current_run, recent_runs
+
+RECENT_RUNS = 5
+
+
+@dataclass(frozen=True)
+class Overview:
+    labels_today: int
+    """Since midnight UTC."""
+    labels_total: int
+    labelers_active_today: int
+    leased_now: int
+    open_solutions: int
+    """Waiting in the regular queue (quality-control questions left out)."""
+    labels_still_wanted: int
+    """Labels the open solutions still need to reach their overlap."""
+    awaiting_approval: int
+    """Active labelers not yet approved (screening)."""
+    labelers_passing_qc: int
+    labelers_with_qc: int
+    qc_step_accuracy: float | None
+    """Over every quality-control answer of every labeler."""
+    hours: list[datetime]
+    labels_per_hour: list[float]
+    """The last 24 hours, hour by hour."""
+    current_run: RunSummary | None
+    recent_runs: list[RunSummary]
+
+
+def overview(
+    session: Session, default_overlap: int, threshold: float, now: datetime | None = None
+) -> Overview:
+    now = now or utc_now()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    labels_today, labels_total, active_today = session.execute(
+        select(
+            func.count().filter(Label.timestamp >= midnight),
+            func.count(),
+            func.count(func.distinct(case((Label.timestamp >= midnight, Label.labeler_id)))),
+        )
+    ).one()
+    remaining = func.coalesce(Solution.overlap, default_overlap) - Solution.completed_count
+    # Quality-control questions stay open but are served beside the queue, never filled.
+    open_solutions, still_wanted = session.execute(
+        select(
+            func.count(), func.coalesce(func.sum(case((remaining > 0, remaining), else_=0)), 0)
+        ).where(
+            Solution.queue_state == QueueState.OPEN.value,
+            ~exists().where(GoldLabel.solution_id == Solution.id),
+        )
+    ).one()
+    leased_now = session.scalar(
+        select(func.count()).where(Assignment.completed_at.is_(None), Assignment.expires_at > now)
+    )
+    awaiting = session.scalar(
+        select(func.count()).where(
+            User.role == Role.LABELER.value, User.is_active.is_(True), User.is_approved.is_(False)
+        )
+    )
+    quality = [row.quality_control for row in labeler_quality(session, threshold)]
+    last_day = throughput(session, WINDOWS["24h"], now)
+    current = current_run(session)
+    return Overview(
+        labels_today=labels_today,
+        labels_total=labels_total,
+        labelers_active_today=active_today,
+        leased_now=leased_now or 0,
+        open_solutions=open_solutions,
+        labels_still_wanted=int(still_wanted),
+        awaiting_approval=awaiting or 0,
+        labelers_passing_qc=sum(row.passes(threshold) is True for row in quality),
+        labelers_with_qc=sum(row.passes(threshold) is not None for row in quality),
+        qc_step_accuracy=combined(quality).step_accuracy,
+        hours=last_day.bucket_starts,
+        labels_per_hour=last_day.overall.per_hour,
+        current_run=summarize(current) if current else None,
+        recent_runs=[summarize(run) for run in recent_runs(session, RECENT_RUNS)],
+    )

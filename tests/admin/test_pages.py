@@ -1,0 +1,173 @@
+"""The dashboard's pages over HTTP: what they show, their htmx fragments, the JSON twins."""
+
+import re
+from datetime import timedelta
+
+import pytest
+from fastapi.encoders import jsonable_encoder
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from app.admin.progress import progress
+from app.admin.quality import labeler_quality
+from app.admin.throughput import WINDOWS, throughput
+from app.db import transaction
+from app.labeling.quality import mark_quality_control
+from app.models import Generation, RunStatus, TrainingRun, User, utc_now
+from tests.admin.conftest import HTMX, Admin
+from tests.factories import make_label, make_solution, make_user
+
+HOSTILE_NAME = "<b>eve</b>"
+HOSTILE_NOTE = "<script>alert('note')</script>"
+
+
+def seed(engine: Engine) -> None:
+    now = utc_now()
+    with transaction(engine) as session:
+        root = session.query(User).filter_by(name="root").one()
+        ann, eve = make_user(session, "ann"), make_user(session, HOSTILE_NAME)
+        make_user(session, "newbie", approved=False)
+        gold = make_solution(session, generation=2)
+        mark_quality_control(session, gold.id, make_label(session, root, gold, [[1], [1]]).id)
+        make_label(session, ann, gold, [[1], [1]], timestamp=now - timedelta(hours=1))
+        make_label(session, eve, gold, [[-1]], finish_reason="found_error", timestamp=now)
+        regular = make_solution(session, generation=2, overlap=2)
+        make_label(
+            session,
+            eve,
+            regular,
+            [],
+            finish_reason="bad_problem",
+            note=HOSTILE_NOTE,
+            timestamp=now - timedelta(minutes=5),
+        )
+        run = TrainingRun(
+            status=RunStatus.SUCCEEDED.value,
+            is_current=True,
+            metrics={"step_accuracy": 0.625, "auroc_negative": 0.75, "best_of_n_prm": 0.5},
+            checkpoint_path="checkpoints/run-1",
+            labels_used=3,
+        )
+        session.add(run)
+        session.flush()
+        session.add(Generation(number=2, run_id=run.id, selected=4, wrong_answers=3))
+
+
+def tiles(html: str) -> dict[str, str]:
+    return {
+        re.sub(r"<[^>]+>", "", name).strip(): value.strip()
+        for name, value in re.findall(r"<dt>(.*?)</dt>\s*<dd>(.*?)</dd>", html, re.S)
+    }
+
+
+def test_overview_shows_the_headline_figures(admin: Admin, engine: Engine) -> None:
+    seed(engine)
+    page = admin.client.get("/admin")
+    assert page.status_code == 200
+    figures = tiles(page.text)
+    assert "4 in total" in page.text
+    assert figures["Passing QC"] == "1 of 2"
+    assert figures["Awaiting approval"] == "1"
+    assert figures["Current PRM"].startswith("run ")
+    assert "Labels per hour, last 24 hours" in page.text and "<svg" in page.text
+    assert HOSTILE_NAME not in page.text
+
+
+def test_progress_page_shows_generations_and_escaped_notes(admin: Admin, engine: Engine) -> None:
+    seed(engine)
+    page = admin.client.get("/admin/progress").text
+    assert re.search(r'<th scope="row" class="num">2</th>', page)
+    assert "bad problem 1" in page
+    assert HOSTILE_NOTE not in page and "&lt;script&gt;alert(&#39;note&#39;)&lt;/script&gt;" in page
+    assert "&lt;b&gt;eve&lt;/b&gt;" in page
+
+
+def test_throughput_page_and_its_windows(admin: Admin, engine: Engine) -> None:
+    seed(engine)
+    page = admin.client.get("/admin/throughput?window=24h").text
+    assert 'aria-current="page">Last 24 hours' in page
+    # ann, eve and newbie; not root, whose only label (the gold one) is older.
+    assert page.count('class="sparkline"') == 3
+    assert "&lt;b&gt;eve&lt;/b&gt;" in page and HOSTILE_NAME not in page
+    missing = admin.client.get("/admin/throughput?window=1y")
+    assert missing.status_code == 404 and "choose one of 24h, 7d, 30d" in missing.text
+
+
+def test_qc_page_names_who_fails(admin: Admin, engine: Engine) -> None:
+    seed(engine)
+    page = admin.client.get("/admin/qc").text
+    failing = page[page.index("Who fails QC") : page.index("Labelers against gold")]
+    assert "&lt;b&gt;eve&lt;/b&gt;" in failing and "ann" not in failing
+    assert 'name="screening_threshold" value="0.8"' in page
+
+
+def test_users_page_lists_who_awaits_approval_first(admin: Admin, engine: Engine) -> None:
+    seed(engine)
+    page = admin.client.get("/admin/users").text
+    names = re.findall(r'<th scope="row">([^<]+)</th>', page)
+    assert names[0] == "newbie" and set(names) >= {"root", "ann"}
+    assert "awaiting approval" in page
+    # No one deactivates themselves: root's row has no such button.
+    root_row = page[page.index('<th scope="row">root</th>') :].split("</tr>")[0]
+    assert "Deactivate" not in root_row and "Reset password" in root_row
+
+
+def test_prm_page_shows_the_current_checkpoint_and_generations(
+    admin: Admin, engine: Engine
+) -> None:
+    seed(engine)
+    page = admin.client.get("/admin/prm").text
+    assert "checkpoints/run-1" in page
+    assert tiles(page)["Step accuracy"] == "62.5%"
+    assert "75.0%" in page  # generation 2's yield: 3 wrong of 4
+    assert "Held-out step metrics per run" in page
+
+
+@pytest.mark.parametrize(
+    ("path", "block_id"),
+    [
+        ("/admin", "figures"),
+        ("/admin/progress", "figures"),
+        ("/admin/throughput?window=7d", "figures"),
+        ("/admin/qc", "quality"),
+        ("/admin/users", "user-table"),
+        ("/admin/prm", "figures"),
+    ],
+)
+def test_htmx_refreshes_get_only_the_live_block(
+    admin: Admin, engine: Engine, path: str, block_id: str
+) -> None:
+    seed(engine)
+    fragment = admin.client.get(path, headers=HTMX)
+    assert fragment.status_code == 200
+    assert "<html" not in fragment.text
+    opening = fragment.text.strip().split(">", 1)[0]
+    assert opening.startswith(f'<div id="{block_id}"')
+    assert f'hx-get="{path}"' in opening
+    assert 'hx-trigger="every 30s, dashboard-refresh from:body"' in opening
+    assert "<html" in admin.client.get(path).text
+
+
+def test_json_twins_give_the_services_figures(admin: Admin, engine: Engine) -> None:
+    seed(engine)
+    with Session(engine) as session:
+        expected = {
+            "/api/admin/progress": progress(session, default_overlap=1),
+            "/api/admin/quality": labeler_quality(session, threshold=0.8),
+        }
+        window = throughput(session, WINDOWS["7d"])
+    for path, figures in expected.items():
+        assert admin.client.get(path).json() == jsonable_encoder(figures), path
+    answer = admin.client.get("/api/admin/throughput").json()
+    assert answer["overall"]["labels"] == window.overall.labels == 3  # the gold label is older
+    overview = admin.client.get("/api/admin/overview").json()
+    assert (overview["labelers_passing_qc"], overview["labelers_with_qc"]) == (1, 2)
+    runs = admin.client.get("/api/admin/prm").json()
+    assert runs["current"]["metrics"]["step_accuracy"] == 0.625
+
+
+def test_an_admin_without_data_sees_empty_pages(admin: Admin) -> None:
+    for path in ("/admin", "/admin/progress", "/admin/throughput", "/admin/qc", "/admin/prm"):
+        page = admin.client.get(path)
+        assert page.status_code == 200, path
+        assert 'class="empty"' in page.text, path
