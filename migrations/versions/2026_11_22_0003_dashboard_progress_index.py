@@ -1,7 +1,7 @@
 """the dashboard's progress index on solutions
 
-Revision ID: 0002_dashboard
-Revises: 0001
+Revision ID: 0003
+Revises: 0002
 Create Date: 2026-11-22 22:05:00.000000
 """
 
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0002_dashboard"
-down_revision: str | None = "0001"
+revision: str = "0003"
+down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
