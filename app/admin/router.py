@@ -3,12 +3,15 @@
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
+from app.admin import agreement_router
 from app.auth import check_csrf, current_admin
 from app.templating import render
 
 # current_admin runs first, so a labeler's POST is refused as a labeler (403), not as CSRF.
 pages = APIRouter(prefix="/admin", dependencies=[Depends(current_admin), Depends(check_csrf)])
 api = APIRouter(prefix="/api/admin", dependencies=[Depends(current_admin), Depends(check_csrf)])
+pages.include_router(agreement_router.pages)
+api.include_router(agreement_router.api)
 
 
 @pages.get("", response_class=HTMLResponse)
