@@ -45,7 +45,15 @@ from sqlalchemy.orm import Session
 
 from app.admin import reliability
 from app.admin.reliability import IntArray
-from app.models import STEP_COMPLETIONS, FinishReason, GoldLabel, Label, StepCompletion, User
+from app.models import (
+    SCREENING_GENERATION,
+    STEP_COMPLETIONS,
+    FinishReason,
+    GoldLabel,
+    Label,
+    StepCompletion,
+    User,
+)
 
 STEP_RATINGS = (-1, 0, 1)
 """Step ratings in order; arrays hold their index (the rating + 1)."""
@@ -219,7 +227,12 @@ def rated_steps(shared: SharedLabels) -> RatedSteps:
     """Group the ratings into steps and keep the steps that two or more labelers reached."""
     solution = shared.solution[shared.rating_label]
     labeler = shared.labeler[shared.rating_label]
-    order = np.lexsort((labeler, shared.rating_step, solution))
+    # One integer that sorts like (solution, step, labeler): one argsort is several times
+    # faster than a three-key lexsort.
+    labelers, labeler_rank = np.unique(shared.labeler, return_inverse=True)
+    steps_per_solution = int(shared.rating_step.max(initial=0)) + 1
+    key = (solution * steps_per_solution + shared.rating_step) * len(labelers)
+    order = np.argsort(key + labeler_rank[shared.rating_label])
     solution, labeler = solution[order], labeler[order]
     step, value = shared.rating_step[order], shared.rating_value[order]
     starts_step = np.ones(len(order), dtype=bool)
@@ -551,13 +564,16 @@ def agreement_report(session: Session, generation: int | None = None) -> Agreeme
     activity = labeler_activity(session, generation)
     names = user_names(session, sorted({*activity, *map(int, np.unique(shared.labeler))}))
     steps = rated_steps(shared)
+    overall = agreement_summary(shared, steps)
     return AgreementReport(
         generation=generation,
-        overall=agreement_summary(shared, steps),
+        overall=overall,
         by_generation=[
             GenerationAgreement(generation=number, **_generation_summary(shared, number))
             for number in shared.generations()
-        ],
+        ]
+        if generation is None
+        else [GenerationAgreement(generation=generation, **overall.model_dump())],
         pairs=pair_agreement(steps, names),
         labelers=labeler_agreement(activity, agreement_with_others(steps), names),
     )
@@ -570,12 +586,14 @@ def _generation_summary(shared: SharedLabels, generation: int) -> dict[str, Any]
 
 
 def label_generations(session: Session) -> list[int]:
-    """The generations that regular labels belong to, for the page's filter."""
+    """The generations labels belong to (screening aside), for the page's filter."""
+    # Read from ix_labels_generation_id alone; a generation of QC labels only would show
+    # empty figures, which is what it has.
     return list(
         session.scalars(
             select(Label.generation)
             .distinct()
-            .where(Label.generation.is_not(None), *regular_label_conditions(None))
+            .where(Label.generation.is_not(None), Label.generation != SCREENING_GENERATION)
             .order_by(Label.generation)
         )
     )
