@@ -203,3 +203,23 @@ def test_the_item_page_escapes_text_and_keeps_math_for_katex(
     assert "<script>alert(1)" not in page and "<b>bold</b>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt; so $x^2 &lt; 4$." in page
     assert 'class="math-text"' in page
+
+
+def test_the_drill_down_pages_keep_the_generation_filter(
+    client: TestClient, engine: Engine
+) -> None:
+    with Session(engine) as session:
+        ann, ben = make_user(session, "ann"), make_user(session, "ben")
+        for _ in range(30):
+            solution = make_solution(session, ["A.", "B."], generation=2)
+            make_label(session, ann, solution, [1, 1])
+            make_label(session, ben, solution, [0])
+        session.commit()
+    admin_client(client, engine)
+    first = client.get(PAGES[1], params={"generation": 2}).text
+    assert 'href="/admin/agreement/items?generation=2&amp;page=2" rel="next"' in first
+    second = client.get(
+        PAGES[1], params={"generation": 2, "page": 2}, headers={"HX-Request": "true"}
+    ).text
+    assert second.startswith('<div id="item-table">') and "Page 2 of 2" in second
+    assert 'href="/admin/agreement/items?generation=2&amp;page=1" rel="prev"' in second
