@@ -175,7 +175,9 @@ def load_shared_labels(
         .correlate(counted)
         .scalar_subquery()
     )
-    rows = session.execute(select(counted, ratings_of_label).order_by(counted.c.id)).all()
+    # A Core statement on the session's connection: plain rows, without the ORM's handling.
+    statement = select(counted, ratings_of_label).order_by(counted.c.id)
+    rows = session.connection().execute(statement).all()
     ratings = " ".join(row[5] for row in rows if row[5])
     tokens = np.array(ratings.split(), dtype=np.int64)
     per_label = [row[5].count(" ") + 1 if row[5] else 0 for row in rows]
