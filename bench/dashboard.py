@@ -5,11 +5,12 @@
 A fresh Postgres database is migrated and filled with COPY (bench/synthetic_project.py):
 100,000 labels with about 1,000,000 step ratings by 50 labelers, 10% of the solutions
 labeled by two to four labelers, generations, QC solutions with gold labels, screening
-labels and training runs. After VACUUM ANALYZE, every GET route under /admin and /api/admin that
-the app's OpenAPI schema lists (so pages added later are timed too) is requested as a logged-in admin: path
-parameters get real ids (PATH_IDS), and routes that take a ``generation`` filter are timed
-with one as well. The first request of each is the cold one: the app keeps no cache, so
-every later one does the same work, with the database's pages warm. Target: under 1 s each.
+labels and training runs. After VACUUM ANALYZE, every GET route under /admin and /api/admin
+that the app's OpenAPI schema lists (so pages added later are timed too) is requested as a
+logged-in admin: path parameters get real ids (PATH_IDS), and routes that take a
+``generation`` filter are timed with one as well. The first request of each is the cold
+one: the app keeps no cache, so every later one does the same work, with the database's
+pages warm. Target: under 1 s each.
 """
 
 import argparse
@@ -190,8 +191,10 @@ def main(argv: list[str] | None = None) -> int:
             paths = admin_get_paths(engine)
         finally:
             engine.dispose()
+        print(f"load average before timing: {os.getloadavg()[0]:.2f}")
         with admin_client(database_url, shape) as client:
             timings = time_requests(client, paths, args.repeat)
+        print(f"load average after timing: {os.getloadavg()[0]:.2f}")
     return 0 if report(timings) else 1
 
 

@@ -24,10 +24,13 @@ from sqlalchemy.engine import make_url
 from app.users import hash_password
 
 START = datetime(2025, 1, 6, 9, 0, 0)
+# fmt: off
 WORDS = (
-    "so we have that the sum of both sides gives a number which means this value is equal "
-    "to each term then divide multiply subtract add factor roots equation since must be"
-).split()
+    "so", "we", "have", "that", "the", "sum", "of", "both", "sides", "gives", "a", "number",
+    "which", "means", "this", "value", "is", "equal", "to", "each", "term", "then", "divide",
+    "multiply", "subtract", "add", "factor", "roots", "equation", "since", "must", "be",
+)
+# fmt: on
 MATH = ("$x^2 + 3x - 4 = 0$", "$\\frac{7}{12}$", "$\\sqrt{13}$", "$a_{n+1} = 2a_n$", "$\\pi r^2$")
 
 
@@ -111,8 +114,11 @@ class _Builder:
         return self.clock
 
     def users(self) -> tuple[int, list[int]]:
-        admin = self._user(self.shape.admin_name, "admin", hash_password(self.shape.admin_password))
-        labelers = [self._user(f"labeler{n:02d}", "labeler", None) for n in range(self.shape.labelers)]
+        password_hash = hash_password(self.shape.admin_password)
+        admin = self._user(self.shape.admin_name, "admin", password_hash)
+        labelers = [
+            self._user(f"labeler{n:02d}", "labeler", None) for n in range(self.shape.labelers)
+        ]
         self.faithful[admin] = 1.0  # the admin's labels are the QC gold: the truth itself
         for labeler in labelers:
             self.faithful[labeler] = self.rng.uniform(0.6, 0.97)
@@ -141,9 +147,20 @@ class _Builder:
             timings = {"train": 600.0, "evaluate": 60.0, "score": 120.0, "select": 5.0}
             self.rows.add(
                 "training_runs",
-                (run_id, "succeeded", started, started, started + timedelta(minutes=15))
-                + ("bench:1", "select", 1000 * run_id, json.dumps(metrics), json.dumps(timings))
-                + (f"checkpoints/run-{run_id}", run_id == self.shape.training_runs),
+                (
+                    run_id,
+                    "succeeded",
+                    started,
+                    started,
+                    started + timedelta(minutes=15),
+                    "bench:1",
+                    "select",
+                    1000 * run_id,
+                    json.dumps(metrics),
+                    json.dumps(timings),
+                    f"checkpoints/run-{run_id}",
+                    run_id == self.shape.training_runs,
+                ),
             )
         for number in range(self.shape.generations):
             run_id = number if 0 < number <= self.shape.training_runs else None
@@ -158,9 +175,22 @@ class _Builder:
         self.solution_truth[solution_id] = self.rng.choices((1, 0, -1), (75, 20, 5), k=len(steps))
         self.rows.add(
             "solutions",
-            (solution_id, f"s{solution_id}", problem_id, json.dumps(steps), answer)
-            + (self.rng.random(), "gpt-4", generation, "phase2", self.rng.random() < 0.4)
-            + ("full", None, 0, START),
+            (
+                solution_id,
+                f"s{solution_id}",
+                problem_id,
+                json.dumps(steps),
+                answer,
+                self.rng.random(),
+                "gpt-4",
+                generation,
+                "phase2",
+                self.rng.random() < 0.4,
+                "full",
+                None,
+                0,
+                START,
+            ),
         )
         return solution_id
 
@@ -186,8 +216,20 @@ class _Builder:
         timestamp = self.tick()
         self.rows.add(
             "labels",
-            (label_id, f"bench-{label_id}", labeler, problem_id, solution_id, timestamp)
-            + (generation, *kind, self.rng.randint(15_000, 900_000), finish, note, timestamp),
+            (
+                label_id,
+                f"bench-{label_id}",
+                labeler,
+                problem_id,
+                solution_id,
+                timestamp,
+                generation,
+                *kind,
+                self.rng.randint(15_000, 900_000),
+                finish,
+                note,
+                timestamp,
+            ),
         )
         return label_id
 
@@ -207,10 +249,17 @@ class _Builder:
             flagged = self.rng.random() < 0.005
             completions = [(label_id, index, 0, texts[index], rating, flagged)]
             if rating == -1:
+                alternatives = range(1, self.rng.randint(2, 5))
                 completions += [
-                    (label_id, index, n, self.rng.choice(self.texts), self.rng.choice((1, 0, -1)))
-                    + (False,)
-                    for n in range(1, self.rng.randint(2, 5))
+                    (
+                        label_id,
+                        index,
+                        n,
+                        self.rng.choice(self.texts),
+                        self.rng.choice((1, 0, -1)),
+                        False,
+                    )
+                    for n in alternatives
                 ]
             steps.append(((label_id, index, None if rating == -1 else 0), completions))
             if rating == -1:
