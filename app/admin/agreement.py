@@ -35,6 +35,7 @@ Every figure comes with the number of steps or pairs behind it, and is None wher
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -137,20 +138,18 @@ class SharedLabels:
     rating_value: IntArray
     """Index into STEP_RATINGS."""
 
-    def only(self, keep: BoolArray) -> "SharedLabels":
-        """The labels where ``keep`` is true, with their ratings."""
-        new_index = np.cumsum(keep) - 1
-        kept_ratings = keep[self.rating_label]
-        return SharedLabels(
-            label_id=self.label_id[keep],
-            labeler=self.labeler[keep],
-            solution=self.solution[keep],
-            generation=self.generation[keep],
-            finish=self.finish[keep],
-            rating_label=new_index[self.rating_label[kept_ratings]],
-            rating_step=self.rating_step[kept_ratings],
-            rating_value=self.rating_value[kept_ratings],
-        )
+    @cached_property
+    def first_errors(self) -> tuple[IntArray, BoolArray]:
+        """Each label's first negative step (NO_ERROR when none), and whether it states one:
+        it has a negative step, or it finished as ``solution``."""
+        never = np.iinfo(np.int64).max
+        first = np.full(len(self.label_id), never, dtype=np.int64)
+        negative = self.rating_value == NEGATIVE
+        np.minimum.at(first, self.rating_label[negative], self.rating_step[negative])
+        has_error = first != never
+        first[~has_error] = NO_ERROR
+        solved = self.finish == FINISH_REASONS.index(FinishReason.SOLUTION.value)
+        return first, has_error | solved
 
     def generations(self) -> list[int]:
         present = np.unique(self.generation)
@@ -178,8 +177,7 @@ def load_shared_labels(
     # A Core statement on the session's connection: plain rows, without the ORM's handling.
     statement = select(counted, ratings_of_label).order_by(counted.c.id)
     rows = session.connection().execute(statement).all()
-    ratings = " ".join(row[5] for row in rows if row[5])
-    tokens = np.array(ratings.split(), dtype=np.int64)
+    tokens = np.fromstring(" ".join(row[5] for row in rows if row[5]), dtype=np.int64, sep=" ")
     per_label = [row[5].count(" ") + 1 if row[5] else 0 for row in rows]
     return SharedLabels(
         label_id=_int_column(rows, 0),
@@ -207,50 +205,74 @@ def _int_column(rows: Sequence[Sequence[Any]], index: int) -> IntArray:
 
 @dataclass(frozen=True)
 class RatedSteps:
-    """The steps two or more labelers rated: per step, its solution and rating counts; per
-    pair of ratings of one step, the step, both labelers and both ratings.
+    """The steps two or more labelers rated: per step, its solution, generation and rating
+    counts; per rating, its step and labeler; per pair of ratings of one step, the step, both
+    labelers and both ratings.
 
     Within a step, ratings are ordered by labeler id, so ``first_labeler < second_labeler``.
     """
 
     solution: IntArray
+    generation: IntArray
+    """The generation of the step's labels when grouped by generation, else NO_GENERATION."""
     counts: IntArray
     """Steps x STEP_RATINGS: how many labelers gave each rating."""
+    rating_step: IntArray
     rating_labeler: IntArray
-    """The labeler of each pairable rating."""
     pair_step: IntArray
     first_labeler: IntArray
     second_labeler: IntArray
     first_value: IntArray
     second_value: IntArray
 
+    def only(self, keep: BoolArray) -> "RatedSteps":
+        """The steps where ``keep`` is true, with their ratings and pairs."""
+        new_index = np.cumsum(keep) - 1
+        ratings, pairs = keep[self.rating_step], keep[self.pair_step]
+        return RatedSteps(
+            solution=self.solution[keep],
+            generation=self.generation[keep],
+            counts=self.counts[keep],
+            rating_step=new_index[self.rating_step[ratings]],
+            rating_labeler=self.rating_labeler[ratings],
+            pair_step=new_index[self.pair_step[pairs]],
+            first_labeler=self.first_labeler[pairs],
+            second_labeler=self.second_labeler[pairs],
+            first_value=self.first_value[pairs],
+            second_value=self.second_value[pairs],
+        )
 
-def rated_steps(shared: SharedLabels) -> RatedSteps:
-    """Group the ratings into steps and keep the steps that two or more labelers reached."""
-    solution = shared.solution[shared.rating_label]
-    labeler = shared.labeler[shared.rating_label]
-    # One integer that sorts like (solution, step, labeler): one argsort is several times
-    # faster than a three-key lexsort.
+
+def rated_steps(shared: SharedLabels, by_generation: bool = False) -> RatedSteps:
+    """Group the ratings into steps and keep the steps that two or more labelers reached;
+    ``by_generation``: a step of one generation's labels apart from another generation's."""
+    label_group = _label_groups(shared, by_generation)
     labelers, labeler_rank = np.unique(shared.labeler, return_inverse=True)
-    steps_per_solution = int(shared.rating_step.max(initial=0)) + 1
-    key = (solution * steps_per_solution + shared.rating_step) * len(labelers)
-    order = np.argsort(key + labeler_rank[shared.rating_label])
-    solution, labeler = solution[order], labeler[order]
-    step, value = shared.rating_step[order], shared.rating_value[order]
+    step = shared.rating_step
+    # One integer that sorts like (group, step, labeler): one argsort is several times
+    # faster than a three-key lexsort.
+    step_key = label_group[shared.rating_label] * (int(step.max(initial=0)) + 1) + step
+    order = np.argsort(step_key * len(labelers) + labeler_rank[shared.rating_label])
+    step_key, rating_label = step_key[order], shared.rating_label[order]
     starts_step = np.ones(len(order), dtype=bool)
-    starts_step[1:] = (solution[1:] != solution[:-1]) | (step[1:] != step[:-1])
+    starts_step[1:] = step_key[1:] != step_key[:-1]
     step_of_rating = np.cumsum(starts_step) - 1
     kept_step = np.bincount(step_of_rating) >= 2
     pairable = kept_step[step_of_rating]
-    solution, labeler, value = solution[pairable], labeler[pairable], value[pairable]
+    rating_label = rating_label[pairable]
     step_of_rating = (np.cumsum(kept_step) - 1)[step_of_rating[pairable]]
     steps = int(kept_step.sum())
+    labeler, value = shared.labeler[rating_label], shared.rating_value[order][pairable]
     first, second = reliability.pairs_within_groups(np.bincount(step_of_rating, minlength=steps))
-    step_solution = np.zeros(steps, dtype=np.int64)
-    step_solution[step_of_rating] = solution
+    step_label = np.zeros(steps, dtype=np.int64)
+    step_label[step_of_rating] = rating_label
     return RatedSteps(
-        solution=step_solution,
+        solution=shared.solution[step_label],
+        generation=shared.generation[step_label]
+        if by_generation
+        else np.full(steps, NO_GENERATION, dtype=np.int64),
         counts=reliability.category_counts(step_of_rating, value, steps, len(STEP_RATINGS)),
+        rating_step=step_of_rating,
         rating_labeler=labeler,
         pair_step=step_of_rating[first],
         first_labeler=labeler[first],
@@ -258,6 +280,16 @@ def rated_steps(shared: SharedLabels) -> RatedSteps:
         first_value=value[first],
         second_value=value[second],
     )
+
+
+def _label_groups(shared: SharedLabels, by_generation: bool) -> IntArray:
+    """A number per label that tells its solution apart, or its (generation, solution)."""
+    solutions, solution_rank = np.unique(shared.solution, return_inverse=True)
+    if not by_generation:
+        return solution_rank
+    generation_rank = np.unique(shared.generation, return_inverse=True)[1]
+    groups: IntArray = generation_rank * len(solutions) + solution_rank
+    return groups
 
 
 # Pairs of labels of one solution: first errors and finish reasons.
@@ -269,26 +301,18 @@ class LabelPairs:
     second: IntArray
     """Indexes into the label arrays."""
 
+    def only(self, keep: BoolArray) -> "LabelPairs":
+        return LabelPairs(self.first[keep], self.second[keep])
 
-def label_pairs(shared: SharedLabels) -> LabelPairs:
-    """Every pair of counted labels of one solution (by different labelers, by construction)."""
-    order = np.argsort(shared.solution, kind="stable")
-    _, sizes = np.unique(shared.solution[order], return_counts=True)
+
+def label_pairs(shared: SharedLabels, by_generation: bool = False) -> LabelPairs:
+    """Every pair of counted labels of one solution (by different labelers, by construction);
+    ``by_generation``: of one solution and generation."""
+    groups = _label_groups(shared, by_generation)
+    order = np.argsort(groups, kind="stable")
+    _, sizes = np.unique(groups[order], return_counts=True)
     first, second = reliability.pairs_within_groups(sizes.astype(np.int64))
     return LabelPairs(order[first], order[second])
-
-
-def first_errors(shared: SharedLabels) -> tuple[IntArray, BoolArray]:
-    """Each label's first negative step (NO_ERROR when none), and whether it states one:
-    it has a negative step, or it finished as ``solution``."""
-    never = np.iinfo(np.int64).max
-    first = np.full(len(shared.label_id), never, dtype=np.int64)
-    negative = shared.rating_value == NEGATIVE
-    np.minimum.at(first, shared.rating_label[negative], shared.rating_step[negative])
-    has_error = first != never
-    first[~has_error] = NO_ERROR
-    solved = shared.finish == FINISH_REASONS.index(FinishReason.SOLUTION.value)
-    return first, has_error | solved
 
 
 class FirstErrorAgreement(BaseModel):
@@ -304,7 +328,7 @@ class FinishReasonAgreement(BaseModel):
 
 
 def first_error_agreement(shared: SharedLabels, pairs: LabelPairs) -> FirstErrorAgreement:
-    position, states = first_errors(shared)
+    position, states = shared.first_errors
     both = states[pairs.first] & states[pairs.second]
     first, second = position[pairs.first[both]], position[pairs.second[both]]
     exact = first == second
@@ -354,16 +378,16 @@ class GenerationAgreement(AgreementSummary):
     generation: int
 
 
-def agreement_summary(shared: SharedLabels, steps: RatedSteps) -> AgreementSummary:
-    """The set-wide figures of ``shared``, whose rated steps are ``steps``."""
-    pairs = label_pairs(shared)
-    solutions, labels_per_solution = np.unique(shared.solution, return_counts=True)
-    multi = np.isin(shared.solution, solutions[labels_per_solution >= 2])
+def agreement_summary(
+    shared: SharedLabels, steps: RatedSteps, pairs: LabelPairs
+) -> AgreementSummary:
+    """The figures of the rated ``steps`` and the label ``pairs`` of ``shared``."""
+    paired = np.unique(np.concatenate([pairs.first, pairs.second]))
     equal = steps.first_value == steps.second_value
     return AgreementSummary(
-        solutions=int((labels_per_solution >= 2).sum()),
-        labels=int(multi.sum()),
-        labelers=len(np.unique(shared.labeler[multi])),
+        solutions=len(np.unique(shared.solution[paired])),
+        labels=len(paired),
+        labelers=len(np.unique(shared.labeler[paired])),
         steps=len(steps.counts),
         ratings=int(steps.counts.sum()),
         rating_pairs=len(equal),
@@ -566,14 +590,11 @@ def agreement_report(session: Session, generation: int | None = None) -> Agreeme
     activity = labeler_activity(session, generation)
     names = user_names(session, sorted({*activity, *map(int, np.unique(shared.labeler))}))
     steps = rated_steps(shared)
-    overall = agreement_summary(shared, steps)
+    overall = agreement_summary(shared, steps, label_pairs(shared))
     return AgreementReport(
         generation=generation,
         overall=overall,
-        by_generation=[
-            GenerationAgreement(generation=number, **_generation_summary(shared, number))
-            for number in shared.generations()
-        ]
+        by_generation=_by_generation(shared)
         if generation is None
         else [GenerationAgreement(generation=generation, **overall.model_dump())],
         pairs=pair_agreement(steps, names),
@@ -581,10 +602,21 @@ def agreement_report(session: Session, generation: int | None = None) -> Agreeme
     )
 
 
-def _generation_summary(shared: SharedLabels, generation: int) -> dict[str, Any]:
-    """The figures of one generation's labels only, as keyword arguments."""
-    labels = shared.only(shared.generation == generation)
-    return agreement_summary(labels, rated_steps(labels)).model_dump()
+def _by_generation(shared: SharedLabels) -> list[GenerationAgreement]:
+    """The figures of each generation on its own labels, from one pass over all of them."""
+    steps = rated_steps(shared, by_generation=True)
+    pairs = label_pairs(shared, by_generation=True)
+    pair_generation = shared.generation[pairs.first]
+    summaries = {
+        number: agreement_summary(
+            shared, steps.only(steps.generation == number), pairs.only(pair_generation == number)
+        )
+        for number in shared.generations()
+    }
+    return [
+        GenerationAgreement(generation=number, **summary.model_dump())
+        for number, summary in summaries.items()
+    ]
 
 
 def label_generations(session: Session) -> list[int]:

@@ -25,7 +25,6 @@ from app.admin.agreement import (
     LabelerName,
     SharedLabels,
     counted_labels,
-    first_errors,
     load_shared_labels,
     rated_steps,
     user_names,
@@ -158,7 +157,7 @@ def _verdicts(
     shared: SharedLabels, labels: BoolArray, names: dict[int, str]
 ) -> dict[int, list[LabelerVerdict]]:
     """Per solution, the brief verdict of each of its labels where ``labels`` is true."""
-    position, _ = first_errors(shared)
+    position, _ = shared.first_errors
     verdicts: dict[int, list[LabelerVerdict]] = {}
     for index in np.flatnonzero(labels):
         labeler = int(shared.labeler[index])
