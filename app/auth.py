@@ -9,14 +9,14 @@ import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import Connection, and_, bindparam, delete, func, or_, select
 from sqlalchemy.orm import Session
 
-from app.db import DbSession
-from app.models import LoginFailure, Role, User, utc_now
+from app.db import AnyRow, DbSession
+from app.models import USERS, LoginFailure, Role, User, utc_now
 from app.users import hash_password, verify_password
 
 CSRF_HEADER = "X-CSRF-Token"
@@ -30,11 +30,12 @@ MAX_FAILURES_PER_ADDRESS = 20
 
 @dataclass(frozen=True)
 class Viewer:
-    """Who is looking at a page, as its header shows them."""
+    """The logged-in user as a plain copy: the page header, and the labeling requests."""
 
     id: int
     name: str
     role: str
+    is_approved: bool
 
 
 class LoginThrottled(Exception):
@@ -117,18 +118,72 @@ def current_user_or_none(request: Request, session: DbSession) -> User | None:
         request.session.clear()
         return None
     # A plain copy for the page header: error pages render after the session has closed.
-    request.state.viewer = Viewer(user.id, user.name, user.role)
+    request.state.viewer = Viewer(user.id, user.name, user.role, user.is_approved)
     return user
 
 
-def current_user(user: Annotated[User | None, Depends(current_user_or_none)]) -> User:
+@dataclass(frozen=True)
+class Login:
+    """Who the session cookie says is logged in, not yet checked against the database."""
+
+    user_id: int
+    version: int
+    session: dict[str, Any]
+    """The request's session, forgotten when the login turns out to have ended."""
+
+
+async def login_of(request: Request) -> Login:
+    """Dependency (no database): the session's login; 401 when there is none.
+
+    The labeling requests check it with ``check_login`` in the same thread and transaction
+    as the rest of their work, instead of in a dependency of its own.
+    """
+    user_id = request.session.get("user_id")
+    version = request.session.get("version")
+    if not isinstance(user_id, int) or not isinstance(version, int):
+        raise HTTPException(401, "Please log in.")
+    return Login(user_id, version, request.session)
+
+
+LOGIN_COLUMNS = (
+    USERS.c.id.label("user_id"),
+    USERS.c.name.label("user_name"),
+    USERS.c.role,
+    USERS.c.is_approved,
+    USERS.c.session_version,
+)
+"""What ``viewer_of`` reads. A request's first query can select these beside what it
+fetches, from the users row that ``LOGIN_USER`` finds, and check the login for free."""
+LOGIN_USER = and_(USERS.c.id == bindparam("user_id"), USERS.c.is_active.is_(True))
+_ACTIVE_USER = select(*LOGIN_COLUMNS).where(LOGIN_USER)
+
+
+def check_login(connection: Connection, login: Login) -> Viewer:
+    """The user behind ``login`` if they are still active and the login still stands.
+
+    401 otherwise (the session is forgotten): deactivating a user or resetting their
+    password ends every session they have at their next request.
+    """
+    return viewer_of(connection.execute(_ACTIVE_USER, {"user_id": login.user_id}).first(), login)
+
+
+def viewer_of(row: AnyRow | None, login: Login) -> Viewer:
+    """The Viewer in a row of LOGIN_COLUMNS (None: no active user); 401 as check_login."""
+    if row is None or row.session_version != login.version:
+        login.session.clear()
+        raise HTTPException(401, "Please log in.")
+    return Viewer(row.user_id, row.user_name, row.role, row.is_approved)
+
+
+# The two below do no I/O: as coroutines they run on the event loop, not in a thread.
+async def current_user(user: Annotated[User | None, Depends(current_user_or_none)]) -> User:
     """Dependency: the logged-in user; 401 (a redirect to the login page for pages)."""
     if user is None:
         raise HTTPException(401, "Please log in.")
     return user
 
 
-def current_admin(user: Annotated[User, Depends(current_user)]) -> User:
+async def current_admin(user: Annotated[User, Depends(current_user)]) -> User:
     """Dependency: the logged-in admin; 403 for anyone else."""
     if user.role != Role.ADMIN.value:
         raise HTTPException(403, "This page is for admins.")
@@ -137,3 +192,4 @@ def current_admin(user: Annotated[User, Depends(current_user)]) -> User:
 
 CurrentUser = Annotated[User, Depends(current_user)]
 CurrentAdmin = Annotated[User, Depends(current_admin)]
+LoggedIn = Annotated[Login, Depends(login_of)]

@@ -217,6 +217,8 @@ class Generation(Base):
     selected: Mapped[int] = mapped_column(Integer, default=0)
     wrong_answers: Mapped[int] = mapped_column(Integer, default=0)
     """Selected solutions whose final answer was graded wrong (the selection's yield)."""
+    quality_control: Mapped[int] = mapped_column(Integer, default=0)
+    """Quality-control questions added to it when it opened."""
 
 
 class Label(Base):
@@ -320,7 +322,24 @@ class Assignment(Base):
 
     __tablename__ = "assignments"
     __table_args__ = (
-        UniqueConstraint("solution_id", "labeler_id"),
+        # A labeler gets a solution once; a quality-control question once per generation.
+        Index(
+            "uq_assignments_solution_id_labeler_id",
+            "solution_id",
+            "labeler_id",
+            unique=True,
+            postgresql_where=text("qc_generation IS NULL"),
+            sqlite_where=text("qc_generation IS NULL"),
+        ),
+        Index(
+            "uq_assignments_quality_control_round",
+            "solution_id",
+            "labeler_id",
+            "qc_generation",
+            unique=True,
+            postgresql_where=text("qc_generation IS NOT NULL"),
+            sqlite_where=text("qc_generation IS NOT NULL"),
+        ),
         UniqueConstraint("solution_id", "slot"),
         Index("ix_assignments_labeler_id_completed_at", "labeler_id", "completed_at"),
     )
@@ -333,6 +352,9 @@ class Assignment(Base):
     expires_at: Mapped[datetime] = mapped_column(DateTime)
     completed_at: Mapped[datetime | None] = mapped_column(DateTime)
     label_id: Mapped[int | None] = mapped_column(ForeignKey("labels.id"), unique=True)
+    qc_generation: Mapped[int | None] = mapped_column(Integer)
+    """The generation whose quality-control questions this task came from (its label's
+    generation); null for every other task."""
 
     solution: Mapped[Solution] = relationship()
     labeler: Mapped[User] = relationship()
@@ -346,6 +368,23 @@ class GoldLabel(Base):
     solution_id: Mapped[int] = mapped_column(ForeignKey("solutions.id"), primary_key=True)
     label_id: Mapped[int] = mapped_column(ForeignKey("labels.id"), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
+
+
+class GenerationQualityControl(Base):
+    """A quality-control question added to a generation: served within it, once per labeler.
+
+    The worker adds the QC questions there are when it opens a generation, and a question
+    marked later joins the newest generation, so QC accuracy can be followed generation by
+    generation, as in PRM800K, where QC labels carry the generation they were given in.
+    """
+
+    __tablename__ = "generation_quality_control"
+
+    generation: Mapped[int] = mapped_column(Integer, primary_key=True)
+    solution_id: Mapped[int] = mapped_column(
+        ForeignKey("gold_labels.solution_id", ondelete="CASCADE"), primary_key=True
+    )
+    added_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
 
 
 class ProjectSetting(Base):
@@ -377,3 +416,7 @@ USERS: Table = User.__table__  # type: ignore[assignment]
 LABELS: Table = Label.__table__  # type: ignore[assignment]
 LABEL_STEPS: Table = LabelStep.__table__  # type: ignore[assignment]
 STEP_COMPLETIONS: Table = StepCompletion.__table__  # type: ignore[assignment]
+ASSIGNMENTS: Table = Assignment.__table__  # type: ignore[assignment]
+GOLD_LABELS: Table = GoldLabel.__table__  # type: ignore[assignment]
+GENERATION_QUALITY_CONTROL: Table = GenerationQualityControl.__table__  # type: ignore[assignment]
+PROJECT_SETTINGS: Table = ProjectSetting.__table__  # type: ignore[assignment]

@@ -3,11 +3,11 @@
 import time
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 from sqlalchemy.orm import Session
 
 from app.config import Settings
-from app.models import ProjectSetting
+from app.models import PROJECT_SETTINGS, ProjectSetting
 
 RUNTIME_KEYS = ("overlap", "qc_rate")
 """Settings an admin may override in the database; the environment gives the defaults."""
@@ -33,23 +33,22 @@ CACHE_SECONDS = 5.0
 _cached: dict[tuple[str, ...], tuple[float, dict[str, Any]]] = {}
 
 
-def runtime_settings(session: Session, settings: Settings) -> dict[str, Any]:
+def runtime_settings(connection: Connection, settings: Settings) -> dict[str, Any]:
     """The RUNTIME_KEYS, each from the database where an admin set it, else the setting."""
-    key = (str(session.get_bind().engine.url), *(str(getattr(settings, k)) for k in RUNTIME_KEYS))
+    key = (str(connection.engine.url), *(str(getattr(settings, k)) for k in RUNTIME_KEYS))
     hit = _cached.get(key)
     if hit is not None and time.monotonic() - hit[0] < CACHE_SECONDS:
         return hit[1]
-    values = _read_runtime_settings(session, settings)
+    values = _read_runtime_settings(connection, settings)
     _cached[key] = (time.monotonic(), values)
     return values
 
 
-def _read_runtime_settings(session: Session, settings: Settings) -> dict[str, Any]:
-    stored: dict[str, Any] = dict(
-        session.execute(
-            select(ProjectSetting.key, ProjectSetting.value).where(
-                ProjectSetting.key.in_(RUNTIME_KEYS)
-            )
-        ).all()
-    )
+_STORED_RUNTIME = select(PROJECT_SETTINGS.c.key, PROJECT_SETTINGS.c.value).where(
+    PROJECT_SETTINGS.c.key.in_(RUNTIME_KEYS)
+)
+
+
+def _read_runtime_settings(connection: Connection, settings: Settings) -> dict[str, Any]:
+    stored: dict[str, Any] = dict(connection.execute(_STORED_RUNTIME).all())
     return {key: stored.get(key, getattr(settings, key)) for key in RUNTIME_KEYS}

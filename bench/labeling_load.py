@@ -22,6 +22,7 @@ database holds exactly one label per successful submission.
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import re
@@ -31,6 +32,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -45,11 +47,15 @@ import uvloop
 from sqlalchemy import Engine, NullPool, create_engine, insert, text
 
 from app import schema
+from app.datasets.importing import import_prm800k
 from app.datasets.keys import content_key
-from app.db import make_engine
+from app.datasets.reading import read_files
+from app.db import make_engine, transaction
 from app.models import Problem, QueueState, Role, Solution, User, utc_now
 from app.users import hash_password
 from bench.databases import fresh_postgres_database
+from bench.http_client import HttpConnection, HttpError
+from bench.synthetic_prm800k import synthetic_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -63,7 +69,8 @@ INSERT_BATCH = 5_000
 LOGINS_AT_ONCE = 8
 """Logins verify an argon2 hash (slow on purpose): a few at a time, before the clock starts."""
 RETRY_PAUSE_S = 0.05
-KEEPALIVE_S = 2.0
+SESSION_COOKIE = "steplabel_session"
+NEXT_HEADERS = {"HX-Request": "true"}
 
 CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)">')
 CSRF_INPUT = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -184,8 +191,16 @@ class Recorder:
             self.measured_submissions += 1
 
 
-async def log_in(client: httpx.AsyncClient, name: str, password: str) -> str:
-    """Log in through the form as a browser does; returns the new session's CSRF token."""
+@dataclass(frozen=True)
+class Session:
+    """A logged-in labeler: the session cookie and the CSRF token that goes with it."""
+
+    cookie: str
+    csrf: str
+
+
+async def log_in(client: httpx.AsyncClient, name: str, password: str) -> Session:
+    """Log in through the form as a browser does (untimed, so httpx is fine here)."""
     login_page = await client.get("/login")
     login_page.raise_for_status()
     form = {
@@ -200,11 +215,14 @@ async def log_in(client: httpx.AsyncClient, name: str, password: str) -> str:
     # Logging in starts a new session with a new token: the page it leads to carries it.
     home = await client.get(response.headers["location"])
     home.raise_for_status()
-    return csrf_from(home.text)
+    cookie = client.cookies.get(SESSION_COOKIE)
+    if cookie is None:
+        raise RuntimeError(f"login as {name} set no {SESSION_COOKIE} cookie")
+    return Session(f"{SESSION_COOKIE}={cookie}", csrf_from(home.text))
 
 
 async def labeler_loop(
-    client: httpx.AsyncClient,
+    connection: HttpConnection,
     csrf: str,
     recorder: Recorder,
     rng: random.Random,
@@ -225,17 +243,17 @@ async def labeler_loop(
             return
         started = time.perf_counter()
         try:
-            response = await client.get("/label/next", headers={"HX-Request": "true"})
-        except httpx.HTTPError as error:
+            answer = await connection.request("GET", "/label/next", NEXT_HEADERS)
+        except (HttpError, TimeoutError) as error:
             recorder.errors[f"next {type(error).__name__}"] += 1
             await asyncio.sleep(RETRY_PAUSE_S)
             continue
         recorder.timed(started, time.perf_counter(), recorder.next_ms)
-        if response.status_code != 200:
-            recorder.errors[f"next {response.status_code}"] += 1
+        if answer.status != 200:
+            recorder.errors[f"next {answer.status}"] += 1
             await asyncio.sleep(RETRY_PAUSE_S)
             continue
-        task = parse_task(response.text)
+        task = parse_task(answer.text())
         if task is None:
             recorder.empty_queue += 1
             await asyncio.sleep(RETRY_PAUSE_S)
@@ -243,25 +261,24 @@ async def labeler_loop(
         if task.assignment_id == last_submitted:
             recorder.stale_tasks += 1
             continue
-        body = label_body(task, rng, found_error_share)
+        body = json.dumps(label_body(task, rng, found_error_share)).encode()
+        headers = {"X-CSRF-Token": csrf, "Content-Type": "application/json"}
         started = time.perf_counter()
         try:
-            response = await client.post(
-                f"/api/tasks/{task.assignment_id}/label",
-                json=body,
-                headers={"X-CSRF-Token": csrf},
+            answer = await connection.request(
+                "POST", f"/api/tasks/{task.assignment_id}/label", headers, body
             )
-        except httpx.HTTPError as error:
+        except (HttpError, TimeoutError) as error:
             recorder.errors[f"submit {type(error).__name__}"] += 1
             await asyncio.sleep(RETRY_PAUSE_S)
             continue
         finished = time.perf_counter()
         recorder.timed(started, finished, recorder.submit_ms)
-        if response.status_code != 200:
-            recorder.errors[f"submit {response.status_code}"] += 1
+        if answer.status != 200:
+            recorder.errors[f"submit {answer.status}"] += 1
             await asyncio.sleep(RETRY_PAUSE_S)
             continue
-        recorder.submitted(finished, bool(response.json()["created"]))
+        recorder.submitted(finished, bool(json.loads(answer.body)["created"]))
         last_submitted = task.assignment_id
 
 
@@ -294,22 +311,16 @@ async def run_labelers(
     args: argparse.Namespace, url: str, names: list[str], window: Window
 ) -> Recorder:
     """Log every labeler in, then run them all for the warmup and the measured window."""
-    timeout = httpx.Timeout(60.0)
-    # Drop idle connections before uvicorn does (5 s), or a labeler idle since its login
-    # could send on a connection the server is closing.
-    limits = httpx.Limits(keepalive_expiry=KEEPALIVE_S)
-    clients = [httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits) for _ in names]
+    gate = asyncio.Semaphore(LOGINS_AT_ONCE)
+
+    async def gated_log_in(name: str) -> Session:
+        async with gate, httpx.AsyncClient(base_url=url, timeout=60.0) as client:
+            return await log_in(client, name, args.password)
+
+    sessions = await asyncio.gather(*(gated_log_in(name) for name in names))
+    print(f"{len(names)} labelers logged in", flush=True)
+    connections = [HttpConnection(url, session.cookie) for session in sessions]
     try:
-        gate = asyncio.Semaphore(LOGINS_AT_ONCE)
-
-        async def gated_log_in(client: httpx.AsyncClient, name: str) -> str:
-            async with gate:
-                return await log_in(client, name, args.password)
-
-        tokens = await asyncio.gather(
-            *(gated_log_in(client, name) for client, name in zip(clients, names, strict=True))
-        )
-        print(f"{len(names)} labelers logged in", flush=True)
         loop = asyncio.get_running_loop()
         start = time.perf_counter()
         recorder = Recorder(start + args.warmup, start + args.warmup + args.duration)
@@ -319,20 +330,22 @@ async def run_labelers(
             window.watch(args.warmup, args.duration),
             *(
                 labeler_loop(
-                    client,
-                    token,
+                    connection,
+                    session.csrf,
                     recorder,
                     random.Random(f"{args.seed}-{index}"),
                     stop_at=stop_at,
                     interval=interval,
                     found_error_share=args.found_error_share,
                 )
-                for index, (client, token) in enumerate(zip(clients, tokens, strict=True))
+                for index, (connection, session) in enumerate(
+                    zip(connections, sessions, strict=True)
+                )
             ),
         )
         return recorder
     finally:
-        await asyncio.gather(*(client.aclose() for client in clients))
+        await asyncio.gather(*(connection.close() for connection in connections))
 
 
 def measure(
@@ -361,6 +374,24 @@ def measure(
 
 def labeler_names(prefix: str, count: int) -> list[str]:
     return [f"{prefix}{index:03d}" for index in range(count)]
+
+
+def import_history(engine: Engine, labels: int, seed: int) -> None:
+    """Labels from earlier in the project, imported as PRM800K lines.
+
+    A project under load has labels already, and Postgres plans for the tables it has: on
+    empty label tables it would plan the foreign-key checks of the first inserts as scans,
+    and keep those plans while the tables grow (until autovacuum analyzes them).
+    """
+    if not labels:
+        return
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "history.jsonl"
+        with path.open("w") as out:
+            for line in synthetic_lines(labels, seed):
+                out.write(line + "\n")
+        with transaction(engine) as session:
+            import_prm800k(session, read_files([path]))
 
 
 def create_labelers(engine: Engine, names: list[str], password: str) -> None:
@@ -792,6 +823,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--found-error-share", type=float, default=0.25, help="share of found_error labels"
     )
     parser.add_argument("--overlap", type=int, default=1, help="labelers per solution")
+    parser.add_argument(
+        "--history", type=int, default=10_000, help="labels stored before the run starts"
+    )
     parser.add_argument("--solutions", type=int, help="open solutions to make (default: plenty)")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL, help="server to use")
     parser.add_argument("--keep-database", action="store_true", help="do not drop it")
@@ -850,6 +884,7 @@ def main(argv: list[str] | None = None) -> int:
         schema.upgrade(database_url)
         engine = make_engine(database_url)
         try:
+            import_history(engine, args.history, args.seed)
             create_labelers(engine, names, args.password)
             create_queue(engine, solutions, random.Random(args.seed))
             with engine.connect() as connection:
@@ -857,8 +892,9 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             engine.dispose()
         print(
-            f"set up {args.labelers} labelers and {solutions:,} open solutions "
-            f"(overlap {args.overlap}) in {time.perf_counter() - started:.1f} s",
+            f"set up {args.history:,} earlier labels, {args.labelers} labelers and "
+            f"{solutions:,} open solutions (overlap {args.overlap}) "
+            f"in {time.perf_counter() - started:.1f} s",
             flush=True,
         )
         with running_server(database_url, args.workers, args.overlap) as (url, server_pid):

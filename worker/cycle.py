@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.db import transaction
 from app.grading import grade_solutions
+from app.labeling.quality import add_quality_control_to_generation
 from app.models import (
     Generation,
     Label,
@@ -208,19 +209,19 @@ class Cycle:
             return
         with transaction(self.engine) as session:
             number = _next_generation(session)
-            session.add(
-                Generation(
-                    number=number,
-                    run_id=self.run_id,
-                    selected=len(chosen),
-                    wrong_answers=sum(correctness[i] is False for i in chosen),
-                )
+            generation = Generation(
+                number=number,
+                run_id=self.run_id,
+                selected=len(chosen),
+                wrong_answers=sum(correctness[i] is False for i in chosen),
             )
+            session.add(generation)
             session.execute(
                 update(Solution)
                 .where(Solution.id.in_(chosen))
                 .values(generation=number, queue_state=QueueState.OPEN.value)
             )
+            generation.quality_control = add_quality_control_to_generation(session, number)
         self.metrics["generation"] = number
 
     def _finish(self, label_count: int, checkpoint: Path | None, current: bool) -> None:

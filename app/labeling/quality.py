@@ -1,8 +1,20 @@
-"""Quality-control questions: solutions whose gold label every labeler is checked against."""
+"""Quality-control questions: solutions whose gold label every labeler is checked against.
 
+Once the worker opens generations, each generation gets the QC questions there are (those
+of screening aside): labelers answer them within that generation, once per generation, and
+their labels carry its number. A question marked later joins the newest generation.
+"""
+
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
-from app.models import GoldLabel, Label
+from app.models import (
+    SCREENING_GENERATION,
+    GenerationQualityControl,
+    GoldLabel,
+    Label,
+    Solution,
+)
 
 
 def mark_quality_control(session: Session, solution_id: int, label_id: int) -> GoldLabel:
@@ -19,6 +31,10 @@ def mark_quality_control(session: Session, solution_id: int, label_id: int) -> G
     if gold is None:
         gold = GoldLabel(solution_id=solution_id, label_id=label_id)
         session.add(gold)
+        session.flush()
+        newest = session.scalar(select(func.max(GenerationQualityControl.generation)))
+        if newest is not None and _regular(session, solution_id):
+            session.add(GenerationQualityControl(generation=newest, solution_id=solution_id))
     else:
         gold.label_id = label_id
     session.flush()
@@ -26,8 +42,34 @@ def mark_quality_control(session: Session, solution_id: int, label_id: int) -> G
 
 
 def unmark_quality_control(session: Session, solution_id: int) -> None:
+    """Stop serving the question (its generations lose it too; answers already given stay)."""
     gold = session.get(GoldLabel, solution_id)
     if gold is None:
         raise LookupError(f"solution {solution_id} is not a quality-control question")
     session.delete(gold)
     session.flush()
+
+
+def add_quality_control_to_generation(session: Session, generation: int) -> int:
+    """Add every QC question (screening ones aside) to ``generation``; returns how many."""
+    solution_ids = session.scalars(
+        select(GoldLabel.solution_id)
+        .join(Solution, Solution.id == GoldLabel.solution_id)
+        .where(_not_screening())
+        .order_by(GoldLabel.solution_id)
+    ).all()
+    session.add_all(
+        GenerationQualityControl(generation=generation, solution_id=solution_id)
+        for solution_id in solution_ids
+    )
+    session.flush()
+    return len(solution_ids)
+
+
+def _not_screening() -> ColumnElement[bool]:
+    # Screening questions' gold labels score newcomers; they are not served again as QC.
+    return func.coalesce(Solution.generation, 0) != SCREENING_GENERATION
+
+
+def _regular(session: Session, solution_id: int) -> bool:
+    return bool(session.scalar(select(_not_screening()).where(Solution.id == solution_id)))

@@ -6,7 +6,9 @@ Rules, in order:
    when the labeler started, which bounds the time they can claim to have spent.
 2. A labeler not yet approved gets the screening questions (generation -1), then waits.
 3. At ``qc_rate``, a quality-control question (a solution with a gold label) the labeler
-   has not answered yet.
+   has not answered yet: once the worker has opened generations, one of the questions added
+   to the generation being labeled (the lowest with open solutions), once per generation,
+   and the label belongs to that generation; before, any gold solution, once.
 4. Otherwise the first open solution by generation, then queue order, that this labeler
    has not labeled and that has a free slot: fewer than ``overlap`` labelers hold a live
    lease on it or have finished it. An expired lease's slot can be taken over.
@@ -15,25 +17,43 @@ Each regular assignment takes a numbered slot below the solution's overlap, and 
 slot) is unique, so no database, under any concurrency, hands out more than the overlap.
 On Postgres, candidate rows are locked with SKIP LOCKED so concurrent requests spread out
 instead of colliding; on SQLite, write transactions are serialized (app/db.py).
+
+Every labeler asks for a task after every submit, so the statements are Core, built once,
+and a new task usually costs three: the current lease, the head of the queue, the insert.
 """
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Protocol
 
-from sqlalchemy import ColumnElement, Select, exists, func, insert, or_, select, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    DateTime,
+    Insert,
+    Integer,
+    ScalarSelect,
+    Select,
+    and_,
+    bindparam,
+    exists,
+    func,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
 
-from app.db import rows_changed
+from app.db import AnyRow, rows_changed
 from app.models import (
+    ASSIGNMENTS,
+    GENERATION_QUALITY_CONTROL,
+    GOLD_LABELS,
     SCREENING_GENERATION,
-    Assignment,
-    GoldLabel,
+    SOLUTIONS,
     QueueState,
     Role,
-    Solution,
-    User,
     utc_now,
 )
 
@@ -47,199 +67,384 @@ class QueueRules:
     qc_rate: float
 
 
+class Labeler(Protocol):
+    """Who asks for a task: a User row, or the request's plain copy of it."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def is_approved(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A task leased to a labeler: a row of ``assignments``."""
+
+    id: int
+    solution_id: int
+    labeler_id: int
+    slot: int | None
+    """The overlap slot a regular task takes; None for QC and screening questions."""
+    leased_at: datetime
+    expires_at: datetime
+    qc_generation: int | None = None
+    """The generation whose quality-control questions this one came from, if it is one."""
+
+
+_A = ASSIGNMENTS.c
+_S = SOLUTIONS.c
+LEASE_COLUMNS = (
+    _A.id.label("lease_id"),
+    _A.solution_id,
+    _A.labeler_id,
+    _A.slot,
+    _A.leased_at,
+    _A.expires_at,
+    _A.qc_generation,
+)
+
+OPEN_LEASE = and_(_A.labeler_id == bindparam("labeler_id"), _A.completed_at.is_(None))
+"""A labeler's unfinished task: the first by id, should there be two (two tabs at once)."""
+_OPEN_LEASE = select(*LEASE_COLUMNS).where(OPEN_LEASE).order_by(_A.id).limit(1)
+_EXTEND = (
+    update(ASSIGNMENTS)
+    .where(
+        _A.id == bindparam("assignment_id"),
+        _A.labeler_id == bindparam("holder_id"),
+        _A.completed_at.is_(None),
+    )
+    .values(expires_at=bindparam("until"))
+)
+_NOT_MINE = ~exists().where(_A.solution_id == _S.id, _A.labeler_id == bindparam("labeler_id"))
+_IS_GOLD = exists().where(GOLD_LABELS.c.solution_id == _S.id)
+_SCREENING = (
+    select(_S.id)
+    .where(
+        _S.generation == SCREENING_GENERATION,
+        _S.queue_state != QueueState.NOT_QUEUED.value,
+        _NOT_MINE,
+    )
+    .order_by(_S.id)
+    .limit(1)
+)
+_QUALITY_CONTROL = select(_S.id).where(_IS_GOLD, _NOT_MINE).order_by(_S.id).limit(1)
+
+_Q = GENERATION_QUALITY_CONTROL.c
+_GENERATION_BEING_LABELED = (
+    select(func.min(_S.generation))
+    .where(_S.queue_state == QueueState.OPEN.value, _S.generation >= 0)
+    .scalar_subquery()
+)
+# The newest generation with QC questions, up to the one being labeled (when nothing is
+# open, the newest of all).
+_QUALITY_CONTROL_ROUND = select(func.max(_Q.generation)).where(
+    or_(_GENERATION_BEING_LABELED.is_(None), _Q.generation <= _GENERATION_BEING_LABELED)
+)
+_QUALITY_CONTROL_OF_ROUND = (
+    select(_Q.solution_id)
+    .where(
+        _Q.generation == bindparam("round"),
+        ~exists().where(
+            _A.solution_id == _Q.solution_id,
+            _A.labeler_id == bindparam("labeler_id"),
+            _A.qc_generation == _Q.generation,
+        ),
+    )
+    .order_by(_Q.solution_id)
+    .limit(1)
+)
+
+
+def _slot_count(*conditions: ColumnElement[bool]) -> ScalarSelect[int]:
+    return (
+        select(func.count())
+        .where(_A.solution_id == _S.id, _A.slot.is_not(None), *conditions)
+        .correlate(SOLUTIONS)
+        .scalar_subquery()
+    )
+
+
+_OVERLAP = func.coalesce(_S.overlap, bindparam("overlap"))
+_LIVE = or_(_A.completed_at.is_not(None), _A.expires_at > bindparam("now"))
+_REGULAR = (
+    select(_S.id, _OVERLAP.label("overlap"))
+    .where(
+        _S.queue_state == QueueState.OPEN.value,
+        _S.generation != SCREENING_GENERATION,
+        ~_IS_GOLD,
+        _NOT_MINE,
+        _slot_count(_LIVE) < _OVERLAP,
+    )
+    .order_by(_S.generation, _S.id)
+    .limit(1)
+)
+# FOR NO KEY UPDATE (key_share) leaves the foreign-key checks of inserts unblocked.
+_HEAD_UNLOCKED = _REGULAR.with_for_update(of=SOLUTIONS, skip_locked=True, key_share=True)
+_HEAD_WAIT = _REGULAR.with_for_update(of=SOLUTIONS, key_share=True)
+
+# The slot is counted by the insert itself, in a snapshot taken once the solution's row is
+# locked: every claim of a slot holds that lock until it commits, so the count is exact.
+# (Counted by the head-of-queue query, it could miss a claim that committed between that
+# query's snapshot and its lock, and the insert would then wait on a slot in use.) Slots
+# are numbered from 0 up and their rows never deleted, so the count is the next free one.
+_CLAIMED = bindparam("claimed", type_=Integer)
+_OVERLAP_OF_CLAIMED = bindparam("slots", type_=Integer)
+_SLOTS_USED = (
+    select(func.count()).where(_A.solution_id == _CLAIMED, _A.slot.is_not(None)).scalar_subquery()
+)
+_NEW_SLOT = select(
+    _CLAIMED,
+    bindparam("labeler_id", type_=Integer),
+    _SLOTS_USED,
+    bindparam("now", type_=DateTime),
+    bindparam("until", type_=DateTime),
+).where(_SLOTS_USED < _OVERLAP_OF_CLAIMED)
+_NEW_SLOT_COLUMNS = ["solution_id", "labeler_id", "slot", "leased_at", "expires_at"]
+_USED_SLOTS = select(_A.slot).where(
+    _A.solution_id == bindparam("solution_id"), _A.slot.is_not(None)
+)
+_EXPIRED_SLOT = (
+    select(_A.id)
+    .where(
+        _A.solution_id == bindparam("of_solution"),
+        _A.slot.is_not(None),
+        _A.completed_at.is_(None),
+        _A.expires_at <= bindparam("now"),
+    )
+    .order_by(_A.id)
+    .limit(1)
+    .scalar_subquery()
+)
+_TAKE_OVER = (
+    update(ASSIGNMENTS)
+    .where(_A.id == _EXPIRED_SLOT, _A.completed_at.is_(None), _A.expires_at <= bindparam("now"))
+    .values(
+        labeler_id=bindparam("taker_id"),
+        leased_at=bindparam("now"),
+        expires_at=bindparam("until"),
+    )
+    .returning(*LEASE_COLUMNS)
+)
+# A concurrent request that took the same slot, or the same solution for this labeler,
+# makes an insert do nothing instead of failing the transaction.
+_INSERT: dict[str, Insert] = {
+    "postgresql": postgresql.insert(ASSIGNMENTS).on_conflict_do_nothing().returning(_A.id),
+    "sqlite": sqlite.insert(ASSIGNMENTS).on_conflict_do_nothing().returning(_A.id),
+}
+_INSERT_NEW_SLOT: dict[str, Insert] = {
+    name: dialect_insert(ASSIGNMENTS)
+    .from_select(_NEW_SLOT_COLUMNS, _NEW_SLOT)
+    .on_conflict_do_nothing()
+    .returning(_A.id, _A.slot)
+    for name, dialect_insert in (("postgresql", postgresql.insert), ("sqlite", sqlite.insert))
+}
+
+
 def next_assignment(
-    session: Session,
-    labeler: User,
+    connection: Connection,
+    labeler: Labeler,
     rules: QueueRules,
     now: datetime | None = None,
     rng: random.Random | None = None,
-) -> Assignment | None:
+) -> Lease | None:
     """The labeler's current task, or a new one; None when nothing is left for them."""
     now = now or utc_now()
-    current = _current_assignment(session, labeler, rules, now)
-    if current is not None:
-        return current
-    if not _is_approved(labeler):
-        return _assign_shared(session, labeler, rules, now, _screening_solutions())
-    if (rng or random).random() < rules.qc_rate:
-        quality_control = _assign_shared(session, labeler, rules, now, _gold_solutions())
-        if quality_control is not None:
-            return quality_control
-    return _assign_regular(session, labeler, rules, now)
-
-
-def _is_approved(user: User) -> bool:
-    return user.is_approved or user.role == Role.ADMIN.value
-
-
-def _current_assignment(
-    session: Session, labeler: User, rules: QueueRules, now: datetime
-) -> Assignment | None:
-    current = session.scalar(
-        select(Assignment)
-        .where(Assignment.labeler_id == labeler.id, Assignment.completed_at.is_(None))
-        .order_by(Assignment.id)
-        .limit(1)
+    current = open_lease(connection, labeler.id)
+    return resume(connection, current, rules, now) or assign_new(
+        connection, labeler, rules, now, rng
     )
+
+
+def open_lease(connection: Connection, labeler_id: int) -> Lease | None:
+    """The labeler's unfinished task, its lease current or not."""
+    return lease_from(connection.execute(_OPEN_LEASE, {"labeler_id": labeler_id}).first())
+
+
+def lease_from(row: AnyRow | None) -> Lease | None:
+    """The Lease in a row of LEASE_COLUMNS; None for no row, or an outer join's nulls."""
+    if row is None or row.lease_id is None:
+        return None
+    return Lease(
+        row.lease_id,
+        row.solution_id,
+        row.labeler_id,
+        row.slot,
+        row.leased_at,
+        row.expires_at,
+        row.qc_generation,
+    )
+
+
+def resume(
+    connection: Connection, current: Lease | None, rules: QueueRules, now: datetime
+) -> Lease | None:
+    """The unfinished task back, its lease renewed if it ran out; None if it is gone."""
     if current is None or current.expires_at > now:
         return current
     # Expired: renew it unless another labeler took the slot over in the meantime.
-    renewed = extend_lease(session, current, rules, now)
-    session.refresh(current)
-    return current if renewed else None
+    if extend_lease(connection, current, rules, now):
+        return replace(current, expires_at=now + rules.lease)
+    return None
+
+
+def assign_new(
+    connection: Connection,
+    labeler: Labeler,
+    rules: QueueRules,
+    now: datetime,
+    rng: random.Random | None = None,
+) -> Lease | None:
+    """A new task for a labeler who has none: screening, QC or a regular one."""
+    if not _is_approved(labeler):
+        return _assign_shared(connection, labeler, rules, now, _SCREENING)
+    if (rng or random).random() < rules.qc_rate:
+        quality_control = _assign_quality_control(connection, labeler, rules, now)
+        if quality_control is not None:
+            return quality_control
+    return _assign_regular(connection, labeler, rules, now)
+
+
+def _is_approved(labeler: Labeler) -> bool:
+    return labeler.is_approved or labeler.role == Role.ADMIN.value
 
 
 def extend_lease(
-    session: Session, assignment: Assignment, rules: QueueRules, now: datetime | None = None
+    connection: Connection, lease: Lease, rules: QueueRules, now: datetime | None = None
 ) -> bool:
     """Keep an open task with its labeler while their page is open; False if it is gone."""
-    now = now or utc_now()
-    extended = session.execute(
-        update(Assignment)
-        .where(
-            Assignment.id == assignment.id,
-            Assignment.labeler_id == assignment.labeler_id,
-            Assignment.completed_at.is_(None),
-        )
-        .values(expires_at=now + rules.lease)
-    )
-    return rows_changed(extended) == 1
-
-
-def _not_mine(labeler: User) -> ColumnElement[bool]:
-    return ~exists().where(
-        Assignment.solution_id == Solution.id, Assignment.labeler_id == labeler.id
-    )
-
-
-def _screening_solutions() -> Select[int]:
-    return select(Solution.id).where(
-        Solution.generation == SCREENING_GENERATION,
-        Solution.queue_state != QueueState.NOT_QUEUED.value,
-    )
-
-
-def _gold_solutions() -> Select[int]:
-    return select(Solution.id).join(GoldLabel, GoldLabel.solution_id == Solution.id)
+    until = (now or utc_now()) + rules.lease
+    params = {"assignment_id": lease.id, "holder_id": lease.labeler_id, "until": until}
+    return rows_changed(connection.execute(_EXTEND, params)) == 1
 
 
 def _assign_shared(
-    session: Session, labeler: User, rules: QueueRules, now: datetime, candidates: Select[int]
-) -> Assignment | None:
+    connection: Connection,
+    labeler: Labeler,
+    rules: QueueRules,
+    now: datetime,
+    candidates: Select[int],
+) -> Lease | None:
     """Screening and QC questions go to every labeler once: no slot, no overlap."""
-    solution_id = session.scalar(
-        candidates.where(_not_mine(labeler)).order_by(Solution.id).limit(1)
-    )
+    solution_id = connection.scalar(candidates, {"labeler_id": labeler.id})
     if solution_id is None:
         return None
-    return _claim(session, labeler, rules, now, solution_id, slot=None)
+    return _insert_lease(connection, labeler, rules, now, solution_id, slot=None)
+
+
+def _assign_quality_control(
+    connection: Connection, labeler: Labeler, rules: QueueRules, now: datetime
+) -> Lease | None:
+    """A QC question of the current round if the worker has opened generations, else any."""
+    round_ = connection.scalar(_QUALITY_CONTROL_ROUND)
+    if round_ is None:
+        return _assign_shared(connection, labeler, rules, now, _QUALITY_CONTROL)
+    params = {"round": round_, "labeler_id": labeler.id}
+    solution_id = connection.scalar(_QUALITY_CONTROL_OF_ROUND, params)
+    if solution_id is None:
+        return None
+    return _insert_lease(connection, labeler, rules, now, solution_id, None, qc_generation=round_)
 
 
 def _assign_regular(
-    session: Session, labeler: User, rules: QueueRules, now: datetime
-) -> Assignment | None:
-    overlap = func.coalesce(Solution.overlap, rules.overlap)
-    live = or_(Assignment.completed_at.is_not(None), Assignment.expires_at > now)
-    taken = (
-        select(func.count())
-        .where(Assignment.solution_id == Solution.id, Assignment.slot.is_not(None), live)
-        .correlate(Solution)
-        .scalar_subquery()
-    )
-    candidates = (
-        select(Solution.id, overlap)
-        .where(
-            Solution.queue_state == QueueState.OPEN.value,
-            Solution.generation != SCREENING_GENERATION,
-            ~exists().where(GoldLabel.solution_id == Solution.id),
-            _not_mine(labeler),
-            taken < overlap,
-        )
-        .order_by(Solution.generation, Solution.id)
-    )
+    connection: Connection, labeler: Labeler, rules: QueueRules, now: datetime
+) -> Lease | None:
+    params = {"labeler_id": labeler.id, "overlap": rules.overlap, "now": now}
     # Each try takes the head of the queue that no concurrent request has locked (Postgres
     # skips their rows; SQLite serializes writers anyway), so requests spread over the
     # queue instead of queueing behind one row. A row this request locked itself is not
     # skipped, hence the exclusion of those tried. The slot constraint settles any race.
-    # FOR NO KEY UPDATE (key_share) leaves the foreign-key checks of inserts unblocked.
     # When every candidate is locked by others, the first try waits for the head instead:
     # its holder may leave a slot free, and "nothing to label" should mean nothing. Only
     # the first: a request that holds a lock and waits for another could deadlock.
     tried: list[int] = []
     for _ in range(CANDIDATES_PER_TRY):
-        query = (candidates.where(Solution.id.not_in(tried)) if tried else candidates).limit(1)
-        locked = query.with_for_update(of=Solution, skip_locked=True, key_share=True)
-        row = session.execute(locked).first()
+        row = connection.execute(_head_of_queue(tried, wait=False), params).first()
         if row is None and not tried:
-            row = session.execute(query.with_for_update(of=Solution, key_share=True)).first()
+            row = connection.execute(_head_of_queue(tried, wait=True), params).first()
         if row is None:
             return None
-        solution_id, solution_overlap = row
-        assignment = _claim_slot(session, labeler, rules, now, solution_id, solution_overlap)
-        if assignment is not None:
-            return assignment
+        solution_id, overlap = row
+        lease = _claim_slot(connection, labeler, rules, now, solution_id, overlap)
+        if lease is not None:
+            return lease
         tried.append(solution_id)
     return None
 
 
+def _head_of_queue(tried: list[int], *, wait: bool) -> Select[int, int]:
+    head = _HEAD_WAIT if wait else _HEAD_UNLOCKED
+    return head.where(_S.id.not_in(tried)) if tried else head
+
+
 def _claim_slot(
-    session: Session,
-    labeler: User,
+    connection: Connection,
+    labeler: Labeler,
     rules: QueueRules,
     now: datetime,
     solution_id: int,
     overlap: int,
-) -> Assignment | None:
+) -> Lease | None:
     """A free slot of the solution, or one whose lease expired; None if none is left."""
-    slots = session.execute(
-        select(
-            Assignment.id, Assignment.slot, Assignment.completed_at, Assignment.expires_at
-        ).where(Assignment.solution_id == solution_id, Assignment.slot.is_not(None))
-    ).all()
-    used = {row.slot for row in slots}
-    for slot in range(overlap):
-        if slot not in used:
-            assignment = _claim(session, labeler, rules, now, solution_id, slot)
-            if assignment is not None:
-                return assignment
-    for row in slots:
-        if row.completed_at is None and row.expires_at <= now:
-            taken_over = session.execute(
-                update(Assignment)
-                .where(
-                    Assignment.id == row.id,
-                    Assignment.completed_at.is_(None),
-                    Assignment.expires_at <= now,
-                )
-                .values(labeler_id=labeler.id, leased_at=now, expires_at=now + rules.lease)
-            )
-            if rows_changed(taken_over) == 1:
-                return session.get(Assignment, row.id, populate_existing=True)
-    return None
+    until = now + rules.lease
+    claimed = connection.execute(
+        _INSERT_NEW_SLOT[connection.dialect.name],
+        {
+            "claimed": solution_id,
+            "labeler_id": labeler.id,
+            "now": now,
+            "until": until,
+            "slots": overlap,
+        },
+    ).first()
+    if claimed is not None:
+        return Lease(claimed.id, solution_id, labeler.id, claimed.slot, now, until)
+    # Should slots ever have gaps (the count then names a slot in use), fill the gaps.
+    used = set(connection.scalars(_USED_SLOTS, {"solution_id": solution_id}))
+    for slot in sorted(set(range(overlap)) - used):
+        lease = _insert_lease(connection, labeler, rules, now, solution_id, slot)
+        if lease is not None:
+            return lease
+    taken_over = connection.execute(
+        _TAKE_OVER,
+        {"of_solution": solution_id, "taker_id": labeler.id, "now": now, "until": until},
+    ).first()
+    return lease_from(taken_over)
 
 
-def _claim(
-    session: Session,
-    labeler: User,
+def _insert_lease(
+    connection: Connection,
+    labeler: Labeler,
     rules: QueueRules,
     now: datetime,
     solution_id: int,
     slot: int | None,
-) -> Assignment | None:
+    *,
+    qc_generation: int | None = None,
+) -> Lease | None:
     """Insert the assignment; None if a concurrent request took that slot first."""
-    try:
-        with session.begin_nested():
-            assignment_id = session.scalar(
-                insert(Assignment)
-                .values(
-                    solution_id=solution_id,
-                    labeler_id=labeler.id,
-                    slot=slot,
-                    leased_at=now,
-                    expires_at=now + rules.lease,
-                )
-                .returning(Assignment.id)
-            )
-    except IntegrityError:
+    expires_at = now + rules.lease
+    assignment_id = connection.scalar(
+        _INSERT[connection.dialect.name],
+        {
+            "solution_id": solution_id,
+            "labeler_id": labeler.id,
+            "slot": slot,
+            "leased_at": now,
+            "expires_at": expires_at,
+            "qc_generation": qc_generation,
+        },
+    )
+    if assignment_id is None:
         return None
-    return session.get(Assignment, assignment_id)
+    return Lease(assignment_id, solution_id, labeler.id, slot, now, expires_at, qc_generation)
+
+
+def lease_of(connection: Connection, assignment_id: int) -> Lease | None:
+    """The lease with this id, finished or not; None if there is none."""
+    return lease_from(
+        connection.execute(select(*LEASE_COLUMNS).where(_A.id == assignment_id)).first()
+    )

@@ -5,62 +5,87 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
-from app.auth import CurrentAdmin, CurrentUser, check_csrf
+from app.auth import CurrentAdmin, CurrentUser, LoggedIn, Login, Viewer, check_csrf, check_login
 from app.config import get_settings
-from app.db import DbSession
+from app.db import DbSession, core_transaction, in_database_thread
 from app.labeling import service
-from app.labeling.queue import extend_lease, next_assignment
-from app.labeling.submission import SubmissionError, SubmissionInput, save_label
-from app.models import Assignment
+from app.labeling.queue import Lease, assign_new, extend_lease, lease_of, resume
+from app.labeling.service import TaskView
+from app.labeling.submission import SavedLabel, SubmissionError, SubmissionInput, save_label
+from app.models import utc_now
 from app.templating import render, wants_fragment
 
 router = APIRouter(dependencies=[Depends(check_csrf)])
 
-
-def own_assignment(assignment_id: int, user: CurrentUser, session: DbSession) -> Assignment:
-    """Dependency: the user's own task; 404 for anyone else's, so ids reveal nothing."""
-    assignment = session.get(Assignment, assignment_id)
-    if assignment is None or assignment.labeler_id != user.id:
-        raise HTTPException(404, "There is no such task of yours.")
-    return assignment
-
-
-OwnAssignment = Annotated[Assignment, Depends(own_assignment)]
+# The three labeling requests below come with every task a labeler does. Each does its
+# whole unit of work (check the login, the queue or the label, commit) in one worker
+# thread on a plain connection, instead of a thread per dependency and an ORM session.
 
 
 @router.get("/label/next", response_class=HTMLResponse)
-def next_task(request: Request, user: CurrentUser, session: DbSession) -> HTMLResponse:
+async def next_task(request: Request, login: LoggedIn) -> HTMLResponse:
     """The labeler's home: their current task or a new one (a fragment for htmx)."""
-    settings = get_settings()
-    assignment = next_assignment(session, user, service.queue_rules(session, settings))
+    viewer, task = await in_database_thread(_take_next_task, login)
+    request.state.viewer = viewer
     context = {
-        "task": service.task_view(session, assignment) if assignment else None,
-        "waiting_for_approval": assignment is None and not user.is_approved,
+        "task": task,
+        "waiting_for_approval": task is None and not viewer.is_approved,
     }
     block = "task" if wants_fragment(request) else None
     return render(request, "label.html", context, block=block)
 
 
+def _take_next_task(login: Login) -> tuple[Viewer, TaskView | None]:
+    with core_transaction() as connection:
+        viewer, current = service.labeler_and_open_lease(connection, login)
+        rules = service.queue_rules(connection, get_settings())
+        now = utc_now()
+        lease = resume(connection, current, rules, now) or assign_new(
+            connection, viewer, rules, now
+        )
+        return viewer, service.task_view(connection, lease) if lease else None
+
+
 @router.post("/api/tasks/{assignment_id}/label")
-def submit_label(
-    assignment: OwnAssignment, user: CurrentUser, session: DbSession, body: SubmissionInput
-) -> JSONResponse:
+async def submit_label(assignment_id: int, login: LoggedIn, body: SubmissionInput) -> JSONResponse:
     """Store the task's label; repeating the request stores nothing more."""
-    rules = service.queue_rules(session, get_settings())
-    try:
-        saved = save_label(session, assignment, user, body, overlap=rules.overlap)
-    except SubmissionError as error:
-        raise HTTPException(422, str(error)) from None
+    saved = await in_database_thread(_submit, login, assignment_id, body)
     return JSONResponse({"label_id": saved.label_id, "created": saved.created})
 
 
+def _submit(login: Login, assignment_id: int, body: SubmissionInput) -> SavedLabel:
+    with core_transaction() as connection:
+        viewer, task = service.labeler_and_task(connection, login, assignment_id)
+        if task is None or task.labeler_id != viewer.id:
+            raise _not_yours()
+        rules = service.queue_rules(connection, get_settings())
+        try:
+            return save_label(connection, task, viewer, body, overlap=rules.overlap)
+        except SubmissionError as error:
+            raise HTTPException(422, str(error)) from None
+
+
 @router.post("/api/tasks/{assignment_id}/heartbeat", status_code=204)
-def heartbeat(assignment: OwnAssignment, session: DbSession) -> Response:
+async def heartbeat(assignment_id: int, login: LoggedIn) -> Response:
     """Keep the lease while the labeler's page is open."""
-    rules = service.queue_rules(session, get_settings())
-    if not extend_lease(session, assignment, rules):
-        raise HTTPException(409, "This task is finished or no longer yours.")
+    await in_database_thread(_keep_lease, login, assignment_id)
     return Response(status_code=204)
+
+
+def _keep_lease(login: Login, assignment_id: int) -> None:
+    with core_transaction() as connection:
+        viewer = check_login(connection, login)
+        lease: Lease | None = lease_of(connection, assignment_id)
+        if lease is None or lease.labeler_id != viewer.id:
+            raise _not_yours()
+        rules = service.queue_rules(connection, get_settings())
+        if not extend_lease(connection, lease, rules):
+            raise HTTPException(409, "This task is finished or no longer yours.")
+
+
+def _not_yours() -> HTTPException:
+    # 404, not 403, for anyone else's task: ids reveal nothing.
+    return HTTPException(404, "There is no such task of yours.")
 
 
 @router.get("/me", response_class=HTMLResponse)

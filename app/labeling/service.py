@@ -5,25 +5,59 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.orm import Session
 
+from app.auth import LOGIN_COLUMNS, LOGIN_USER, Login, Viewer, viewer_of
 from app.config import Settings
-from app.labeling.queue import QueueRules
-from app.models import Assignment, Label, Problem, User, utc_now
+from app.labeling.queue import LEASE_COLUMNS, OPEN_LEASE, Lease, QueueRules, lease_from
+from app.labeling.submission import LEASED_TASKS, TASK_COLUMNS, LeasedTask, task_from
+from app.models import ASSIGNMENTS, PROBLEMS, SOLUTIONS, USERS, Label, User, utc_now
 from app.project_settings import get_value, runtime_settings, set_value
 
 DEFAULT_GUIDELINES = (Path(__file__).parent / "guidelines.md").read_text()
 GUIDELINES_KEY = "guidelines"
 
 
-def queue_rules(session: Session, settings: Settings) -> QueueRules:
-    values = runtime_settings(session, settings)
+def queue_rules(connection: Connection, settings: Settings) -> QueueRules:
+    values = runtime_settings(connection, settings)
     return QueueRules(
         lease=timedelta(minutes=settings.lease_minutes),
         overlap=int(values["overlap"]),
         qc_rate=float(values["qc_rate"]),
     )
+
+
+# A labeling request checks the login with the query it starts with anyway (one round
+# trip fewer): the user's row, outer-joined with what the request needs.
+_LABELER_AND_OPEN_LEASE = (
+    select(*LOGIN_COLUMNS, *LEASE_COLUMNS)
+    .select_from(USERS.outerjoin(ASSIGNMENTS, OPEN_LEASE))
+    .where(LOGIN_USER)
+    .order_by(ASSIGNMENTS.c.id)
+    .limit(1)
+)
+_LABELER_AND_TASK = (
+    select(*LOGIN_COLUMNS, *TASK_COLUMNS)
+    .select_from(USERS.outerjoin(LEASED_TASKS, ASSIGNMENTS.c.id == bindparam("assignment_id")))
+    .where(LOGIN_USER)
+)
+
+
+def labeler_and_open_lease(connection: Connection, login: Login) -> tuple[Viewer, Lease | None]:
+    """The logged-in labeler (401 if the login ended) and their unfinished task, if any."""
+    params = {"user_id": login.user_id, "labeler_id": login.user_id}
+    row = connection.execute(_LABELER_AND_OPEN_LEASE, params).first()
+    return viewer_of(row, login), lease_from(row)
+
+
+def labeler_and_task(
+    connection: Connection, login: Login, assignment_id: int
+) -> tuple[Viewer, LeasedTask | None]:
+    """The logged-in labeler (401 if the login ended) and the task ``assignment_id``."""
+    params = {"user_id": login.user_id, "assignment_id": assignment_id}
+    row = connection.execute(_LABELER_AND_TASK, params).first()
+    return viewer_of(row, login), task_from(row)
 
 
 @dataclass(frozen=True)
@@ -39,21 +73,32 @@ class TaskView:
     expires_at: datetime
 
 
-def task_view(session: Session, assignment: Assignment) -> TaskView:
-    solution = assignment.solution
-    problem = session.get(Problem, solution.problem_id)
-    assert problem is not None
-    steps = solution.steps or []
-    alternatives = list(solution.alternatives or [])
+_TASK_CONTENT = (
+    select(
+        PROBLEMS.c.text,
+        PROBLEMS.c.ground_truth_answer,
+        SOLUTIONS.c.steps,
+        SOLUTIONS.c.alternatives,
+        SOLUTIONS.c.style,
+    )
+    .join_from(SOLUTIONS, PROBLEMS, SOLUTIONS.c.problem_id == PROBLEMS.c.id)
+    .where(SOLUTIONS.c.id == bindparam("solution_id"))
+)
+
+
+def task_view(connection: Connection, lease: Lease) -> TaskView:
+    content = connection.execute(_TASK_CONTENT, {"solution_id": lease.solution_id}).one()
+    steps = content.steps or []
+    alternatives = list(content.alternatives or [])
     alternatives += [[] for _ in range(len(steps) - len(alternatives))]
     return TaskView(
-        assignment_id=assignment.id,
-        problem=problem.text,
-        reference_answer=problem.ground_truth_answer,
+        assignment_id=lease.id,
+        problem=content.text,
+        reference_answer=content.ground_truth_answer,
         steps=steps,
         alternatives=alternatives[: len(steps)],
-        style=solution.style,
-        expires_at=assignment.expires_at,
+        style=content.style,
+        expires_at=lease.expires_at,
     )
 
 

@@ -15,26 +15,26 @@ In both, ``give_up`` and ``bad_problem`` end the task early with a reason.
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import case, exists, func, insert, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, Insert, bindparam, case, exists, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from app.datasets.keys import content_key
-from app.db import rows_changed
+from app.db import AnyRow, insert_values, rows_changed
+from app.labeling.queue import Labeler
 from app.models import (
+    ASSIGNMENTS,
+    GOLD_LABELS,
     LABEL_STEPS,
     LABELS,
     SCREENING_GENERATION,
+    SOLUTIONS,
     STEP_COMPLETIONS,
-    Assignment,
     FinishReason,
-    GoldLabel,
     QueueState,
-    Solution,
     TaskStyle,
-    User,
     utc_now,
 )
 
@@ -70,7 +70,20 @@ class SubmissionError(ValueError):
     """The submission breaks a labeling rule; the message says which, for the labeler."""
 
 
-def check_submission(solution: Solution, submission: SubmissionInput) -> None:
+class RatedSolution(Protocol):
+    """What the rules look at: a Solution row, or the LeasedTask being submitted."""
+
+    @property
+    def steps(self) -> list[str] | None: ...
+
+    @property
+    def alternatives(self) -> list[list[str]] | None: ...
+
+    @property
+    def style(self) -> str: ...
+
+
+def check_submission(solution: RatedSolution, submission: SubmissionInput) -> None:
     """Raise SubmissionError unless the ratings follow the rules for this solution."""
     steps = solution.steps or []
     rated = submission.steps
@@ -86,7 +99,7 @@ def check_submission(solution: Solution, submission: SubmissionInput) -> None:
         raise SubmissionError(f"{submission.finish_reason.value}: say why, in a few words")
 
 
-def _check_phase2(solution: Solution, submission: SubmissionInput) -> None:
+def _check_phase2(solution: RatedSolution, submission: SubmissionInput) -> None:
     rated = submission.steps
     reason = submission.finish_reason
     if any(step.rating == -1 for step in rated[:-1]):
@@ -112,7 +125,7 @@ def _check_phase2(solution: Solution, submission: SubmissionInput) -> None:
         raise SubmissionError("a negative step ends the task as found_error")
 
 
-def _check_phase1(solution: Solution, submission: SubmissionInput) -> None:
+def _check_phase1(solution: RatedSolution, submission: SubmissionInput) -> None:
     if submission.finish_reason == FinishReason.FOUND_ERROR:
         raise SubmissionError("phase-1 tasks end as a solution, or by giving up")
     for index, step in enumerate(submission.steps):
@@ -135,9 +148,67 @@ def _check_phase1(solution: Solution, submission: SubmissionInput) -> None:
         raise SubmissionError("solution needs every step rated and continued")
 
 
-def _alternatives(solution: Solution, index: int) -> list[str]:
+def _alternatives(solution: RatedSolution, index: int) -> list[str]:
     alternatives = solution.alternatives or []
     return alternatives[index] if index < len(alternatives) else []
+
+
+@dataclass(frozen=True)
+class LeasedTask:
+    """A task as submitting it needs it: the lease, and the solution it leases."""
+
+    assignment_id: int
+    labeler_id: int
+    slot: int | None
+    leased_at: datetime
+    solution_id: int
+    problem_id: int
+    steps: list[str] | None
+    alternatives: list[list[str]] | None
+    style: str
+    generation: int | None
+    """The label's generation: the solution's, or the one a QC question was served in."""
+    is_screening: bool
+    is_gold: bool
+    """The solution is a quality-control question."""
+
+
+_A = ASSIGNMENTS.c
+_S = SOLUTIONS.c
+TASK_COLUMNS = (
+    _A.id.label("assignment_id"),
+    _A.labeler_id,
+    _A.slot,
+    _A.leased_at,
+    _S.id.label("solution_id"),
+    _S.problem_id,
+    _S.steps,
+    _S.alternatives,
+    _S.style,
+    func.coalesce(_A.qc_generation, _S.generation).label("generation"),
+    (func.coalesce(_S.generation, 0) == SCREENING_GENERATION).label("is_screening"),
+    exists().where(GOLD_LABELS.c.solution_id == _S.id).label("is_gold"),
+)
+"""What ``task_from`` reads, from ``LEASED_TASKS`` where ``assignments.id`` is the task's."""
+LEASED_TASKS = ASSIGNMENTS.join(SOLUTIONS, _A.solution_id == _S.id)
+_LEASED_TASK = (
+    select(*TASK_COLUMNS).select_from(LEASED_TASKS).where(_A.id == bindparam("assignment_id"))
+)
+
+
+def leased_task(connection: Connection, assignment_id: int) -> LeasedTask | None:
+    """The task leased as ``assignment_id``, to whomever; None if there is no such lease."""
+    return task_from(connection.execute(_LEASED_TASK, {"assignment_id": assignment_id}).first())
+
+
+def task_from(row: AnyRow | None) -> LeasedTask | None:
+    """The LeasedTask in a row of TASK_COLUMNS; None for no row, or an outer join's nulls."""
+    if row is None or row.assignment_id is None:
+        return None
+    return LeasedTask(**{name: getattr(row, name) for name in _TASK_FIELDS})
+
+
+_TASK_FIELDS = [column.name for column in TASK_COLUMNS]
 
 
 @dataclass(frozen=True)
@@ -147,78 +218,104 @@ class SavedLabel:
     """False when this task had been submitted already (a double click, a retry)."""
 
 
+# The label's dedupe key is the assignment's: a second submit of one task inserts nothing.
+_INSERT_LABEL: dict[str, Insert] = {
+    "postgresql": postgresql.insert(LABELS).on_conflict_do_nothing().returning(LABELS.c.id),
+    "sqlite": sqlite.insert(LABELS).on_conflict_do_nothing().returning(LABELS.c.id),
+}
+_SAVED_LABEL = select(LABELS.c.id, LABELS.c.labeler_id).where(
+    LABELS.c.dedupe_key == bindparam("dedupe_key")
+)
+_COMPLETE = (
+    update(ASSIGNMENTS)
+    .where(
+        _A.id == bindparam("assignment_id"),
+        _A.labeler_id == bindparam("holder_id"),
+        _A.completed_at.is_(None),
+    )
+    .values(completed_at=bindparam("now"), label_id=bindparam("new_label_id"))
+)
+_completed_after = _S.completed_count + 1
+_overlap = func.coalesce(_S.overlap, bindparam("default_overlap"))
+_COUNT_COMPLETION = (
+    update(SOLUTIONS)
+    .where(_S.id == bindparam("counted_solution"))
+    .values(
+        completed_count=_completed_after,
+        # A solution labeled ``overlap`` times leaves the queue.
+        queue_state=case(
+            (_completed_after >= _overlap, QueueState.FULL.value),
+            else_=_S.queue_state,
+        ),
+    )
+)
+
+
 def save_label(
-    session: Session,
-    assignment: Assignment,
-    labeler: User,
+    connection: Connection,
+    task: LeasedTask,
+    labeler: Labeler,
     submission: SubmissionInput,
     *,
     overlap: int,
     now: datetime | None = None,
 ) -> SavedLabel:
-    """Store the submission as the assignment's label, exactly once."""
+    """Store the submission as the task's label, exactly once."""
     now = now or utc_now()
-    solution = assignment.solution
-    check_submission(solution, submission)
-    # Whoever completes the assignment first stores the label; a repeat finds it done.
-    completed = session.execute(
-        update(Assignment)
-        .where(
-            Assignment.id == assignment.id,
-            Assignment.labeler_id == labeler.id,
-            Assignment.completed_at.is_(None),
-        )
-        .values(completed_at=now)
+    check_submission(task, submission)
+    row = _label_row(task, labeler, submission, now)
+    label_id = connection.scalar(_INSERT_LABEL[connection.dialect.name], row)
+    if label_id is None:
+        return _saved_before(connection, row["dedupe_key"], labeler)
+    completed = connection.execute(
+        _COMPLETE,
+        {
+            "assignment_id": task.assignment_id,
+            "holder_id": labeler.id,
+            "now": now,
+            "new_label_id": label_id,
+        },
     )
     if rows_changed(completed) != 1:
-        session.refresh(assignment)
-        if assignment.label_id is None or assignment.labeler_id != labeler.id:
-            raise SubmissionError("this task is no longer yours: its lease ran out")
-        return SavedLabel(assignment.label_id, created=False)
-    # Core inserts, not ORM objects: a submit is the hottest write in the app.
-    label_id = session.scalar(
-        insert(LABELS)
-        .values(_label_row(session, assignment, labeler, submission, now))
-        .returning(LABELS.c.id)
-    )
-    assert label_id is not None
-    steps = [_label_step(solution, index, step) for index, step in enumerate(submission.steps)]
-    if steps:
-        session.execute(insert(LABEL_STEPS), [{"label_id": label_id, **row} for row, _ in steps])
-        completions = [
-            {"label_id": label_id, "step_index": row["step_index"], **completion}
-            for row, step_completions in steps
-            for completion in step_completions
-        ]
-        session.execute(insert(STEP_COMPLETIONS), completions)
-    session.execute(
-        update(Assignment).where(Assignment.id == assignment.id).values(label_id=label_id)
-    )
-    if assignment.slot is not None:
-        _count_completion(session, solution.id, overlap)
+        # The caller's transaction rolls back, the label with it.
+        raise SubmissionError("this task is no longer yours: its lease ran out")
+    steps = [_label_step(task, index, step) for index, step in enumerate(submission.steps)]
+    insert_values(connection, LABEL_STEPS, [{"label_id": label_id, **row} for row, _ in steps])
+    completions = [
+        {"label_id": label_id, "step_index": row["step_index"], **completion}
+        for row, step_completions in steps
+        for completion in step_completions
+    ]
+    insert_values(connection, STEP_COMPLETIONS, completions)
+    if task.slot is not None:
+        connection.execute(
+            _COUNT_COMPLETION, {"counted_solution": task.solution_id, "default_overlap": overlap}
+        )
     return SavedLabel(label_id, created=True)
 
 
+def _saved_before(connection: Connection, dedupe_key: str, labeler: Labeler) -> SavedLabel:
+    """The label a first submit of this task stored; an error if it is someone else's."""
+    saved = connection.execute(_SAVED_LABEL, {"dedupe_key": dedupe_key}).one()
+    if saved.labeler_id != labeler.id:
+        raise SubmissionError("this task is no longer yours: its lease ran out")
+    return SavedLabel(saved.id, created=False)
+
+
 def _label_row(
-    session: Session,
-    assignment: Assignment,
-    labeler: User,
-    submission: SubmissionInput,
-    now: datetime,
+    task: LeasedTask, labeler: Labeler, submission: SubmissionInput, now: datetime
 ) -> dict[str, Any]:
-    solution = assignment.solution
-    is_gold = session.scalar(select(exists().where(GoldLabel.solution_id == solution.id)))
-    elapsed = now - assignment.leased_at
+    elapsed = now - task.leased_at
     spent = min(submission.total_time, _ms(min(elapsed, MAX_TASK_TIME)))
     return {
-        "dedupe_key": content_key("assignment", assignment.id),
+        "dedupe_key": content_key("assignment", task.assignment_id),
         "labeler_id": labeler.id,
-        "problem_id": solution.problem_id,
-        "solution_id": solution.id,
+        "problem_id": task.problem_id,
+        "solution_id": task.solution_id,
         "timestamp": now,
-        "generation": solution.generation,
-        "is_quality_control": bool(is_gold),
-        "is_initial_screening": solution.generation == SCREENING_GENERATION,
+        "generation": task.generation,
+        "is_quality_control": task.is_gold,
+        "is_initial_screening": task.is_screening,
         "total_time": spent,
         "finish_reason": submission.finish_reason.value,
         "note": submission.note.strip() or None,
@@ -227,13 +324,13 @@ def _label_row(
 
 
 def _label_step(
-    solution: Solution, index: int, step: StepInput
+    task: LeasedTask, index: int, step: StepInput
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The ``label_steps`` row of one submitted step, and its ``step_completions`` rows."""
-    texts = [(solution.steps or [])[index], *_alternatives(solution, index)]
+    texts = [(task.steps or [])[index], *_alternatives(task, index)]
     ratings = [step.rating, *step.alternative_ratings]
     flags = [step.flagged] + [False] * len(step.alternative_ratings)
-    if solution.style == TaskStyle.PHASE1.value:
+    if task.style == TaskStyle.PHASE1.value:
         chosen = step.chosen
     else:
         # The labeler went on with the step unless it was wrong, as PRM800K records it.
@@ -249,22 +346,6 @@ def _label_step(
         for i, (text, rating, flag) in enumerate(zip(texts, ratings, flags, strict=False))
     ]
     return row, completions
-
-
-def _count_completion(session: Session, solution_id: int, overlap: int) -> None:
-    """One more finished label; a solution labeled ``overlap`` times leaves the queue."""
-    done = Solution.completed_count + 1
-    session.execute(
-        update(Solution)
-        .where(Solution.id == solution_id)
-        .values(
-            completed_count=done,
-            queue_state=case(
-                (done >= func.coalesce(Solution.overlap, overlap), QueueState.FULL.value),
-                else_=Solution.queue_state,
-            ),
-        )
-    )
 
 
 def _ms(duration: timedelta) -> int:

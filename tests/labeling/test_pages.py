@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from app.main import create_app
 from app.models import Label, Role
 from app.templating import math_text
-from app.users import deactivate
+from app.users import deactivate, reset_password
 from tests.factories import PASSWORD, make_solution
 from tests.web import add_user, csrf_from, log_in
 
@@ -157,6 +157,23 @@ def test_a_deactivated_user_is_logged_out(app_client: TestClient, engine: Engine
         session.commit()
     response = app_client.get("/me", follow_redirects=False)
     assert response.status_code == 303 and response.headers["location"].startswith("/login")
+
+
+def test_the_labeling_requests_end_a_login_that_ended(
+    app_client: TestClient, engine: Engine, queued: list[int]
+) -> None:
+    token = labeler(app_client, engine)
+    task = task_id(app_client.get("/label/next").text)
+    with Session(engine) as session:
+        reset_password(session, "alice", "a new password, long enough")
+        session.commit()
+    headers = {"X-CSRF-Token": token}
+    submit = app_client.post(f"/api/tasks/{task}/label", json=SOLVED, headers=headers)
+    assert submit.status_code == 401
+    page = app_client.get("/label/next", follow_redirects=False)
+    assert page.status_code == 303 and page.headers["location"].startswith("/login")
+    with Session(engine) as session:
+        assert session.scalar(select(func.count()).select_from(Label)) == 0
 
 
 def test_session_cookie_flags(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,7 +29,7 @@ def test_fifty_labelers_at_once_respect_overlap(engine: Engine) -> None:
         with transaction(engine) as session:
             labeler = session.get(User, labeler_id)
             assert labeler is not None
-            assignment = next_assignment(session, labeler, RULES, NOW)
+            assignment = next_assignment(session.connection(), labeler, RULES, NOW)
             return None if assignment is None else assignment.solution_id
 
     with ThreadPoolExecutor(max_workers=LABELERS) as pool:

@@ -1,7 +1,7 @@
 """Submitting a task: the rules of a label, exactly-once saving, and what is stored."""
 
 import io
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from sqlalchemy import func, select
@@ -11,18 +11,21 @@ from app import prm800k
 from app.datasets.export import ExportFilter, write_export
 from app.labeling.queue import QueueRules, next_assignment
 from app.labeling.submission import (
+    LeasedTask,
+    SavedLabel,
     SubmissionError,
     SubmissionInput,
     check_submission,
+    leased_task,
     save_label,
 )
 from app.models import (
     SCREENING_GENERATION,
-    Assignment,
     GoldLabel,
     Label,
     QueueState,
     Solution,
+    User,
 )
 from tests.factories import make_solution, make_user
 from tests.labeling.test_queue import NOW, RULES
@@ -89,29 +92,47 @@ def test_valid_submissions(session: Session, ratings: list[int], reason: str, no
     check_submission(make_solution(session, STEPS), submission(ratings, reason, note=note))
 
 
+def next_task(
+    session: Session, labeler: User, rules: QueueRules = RULES, now: datetime = NOW
+) -> LeasedTask:
+    """The labeler's next task, as submitting it sees it."""
+    lease = next_assignment(session.connection(), labeler, rules, now)
+    assert lease is not None
+    task = leased_task(session.connection(), lease.id)
+    assert task is not None
+    return task
+
+
 def lease(
     session: Session, name: str = "alice", *, approved: bool = True, **solution: object
-) -> Assignment:
+) -> tuple[LeasedTask, User]:
+    """A new solution, and a new labeler's lease of it."""
     make_solution(session, STEPS, **solution)  # type: ignore[arg-type]
     labeler = make_user(session, name, approved=approved)
-    assignment = next_assignment(session, labeler, RULES, NOW)
-    assert assignment is not None
-    return assignment
+    return next_task(session, labeler), labeler
+
+
+def save(
+    session: Session,
+    task: LeasedTask,
+    labeler: User,
+    sent: SubmissionInput,
+    now: datetime | None = NOW,
+) -> SavedLabel:
+    return save_label(session.connection(), task, labeler, sent, overlap=1, now=now)
 
 
 def test_a_double_submit_stores_one_label(session: Session) -> None:
-    assignment = lease(session)
-    alice = assignment.labeler
+    task, alice = lease(session)
     sent = submission([1, -1], "found_error")
-    first = save_label(session, assignment, alice, sent, overlap=1, now=NOW)
-    second = save_label(session, assignment, alice, sent, overlap=1, now=NOW)
+    first = save(session, task, alice, sent)
+    second = save(session, task, alice, sent)
     assert first.created and not second.created and first.label_id == second.label_id
     assert session.scalar(select(func.count()).select_from(Label)) == 1
 
 
 def test_the_stored_label_exports_as_prm800k(session: Session) -> None:
-    assignment = lease(session, alternatives=[[], ["Then $2+2=4$.", "So $4$."]])
-    labeler = assignment.labeler
+    task, labeler = lease(session, alternatives=[[], ["Then $2+2=4$.", "So $4$."]])
     sent = submission(
         [],
         "found_error",
@@ -121,7 +142,7 @@ def test_the_stored_label_exports_as_prm800k(session: Session) -> None:
         ],
     )
     later = NOW + timedelta(seconds=3)
-    save_label(session, assignment, labeler, sent, overlap=1, now=later)
+    save(session, task, labeler, sent, now=later)
     out = io.StringIO()
     write_export(session, out, ExportFilter())
     record = prm800k.parse_line(out.getvalue())
@@ -141,33 +162,33 @@ def test_the_stored_label_exports_as_prm800k(session: Session) -> None:
 
 
 def test_overlap_reached_takes_the_solution_out_of_the_queue(session: Session) -> None:
-    assignment = lease(session, overlap=2)
-    solution_id = assignment.solution_id
+    task, alice = lease(session, overlap=2)
     sent = submission([1, 0, 1], "solution")
-    save_label(session, assignment, assignment.labeler, sent, overlap=1, now=NOW)
-    solution = session.get(Solution, solution_id, populate_existing=True)
+    save(session, task, alice, sent)
+    solution = session.get(Solution, task.solution_id, populate_existing=True)
     assert solution is not None
     assert (solution.completed_count, solution.queue_state) == (1, QueueState.OPEN.value)
     bob = make_user(session, "bob")
-    second = next_assignment(session, bob, RULES, NOW)
-    assert second is not None and second.solution_id == solution_id
-    save_label(session, second, bob, sent, overlap=1, now=NOW)
+    second = next_task(session, bob)
+    assert second.solution_id == task.solution_id and second.slot == 1
+    save(session, second, bob, sent)
     session.refresh(solution)
     assert (solution.completed_count, solution.queue_state) == (2, QueueState.FULL.value)
 
 
 def test_screening_and_quality_control_flags(session: Session) -> None:
-    screening = lease(session, "newcomer", approved=False, generation=SCREENING_GENERATION)
-    save_label(
-        session, screening, screening.labeler, submission([1, 1, 1], "solution"), overlap=1, now=NOW
+    screening, newcomer = lease(
+        session, "newcomer", approved=False, generation=SCREENING_GENERATION
     )
+    saved = save(session, screening, newcomer, submission([1, 1, 1], "solution"))
     gold_solution = make_solution(session, STEPS)
-    session.add(GoldLabel(solution_id=gold_solution.id, label_id=screening.label_id))
+    session.add(GoldLabel(solution_id=gold_solution.id, label_id=saved.label_id))
     session.flush()
     always_qc = QueueRules(lease=RULES.lease, overlap=1, qc_rate=1.0)
-    qc = next_assignment(session, make_user(session, "bob"), always_qc, NOW)
-    assert qc is not None and qc.solution_id == gold_solution.id
-    save_label(session, qc, qc.labeler, submission([1, -1], "found_error"), overlap=1, now=NOW)
+    bob = make_user(session, "bob")
+    qc = next_task(session, bob, always_qc)
+    assert qc.solution_id == gold_solution.id and qc.is_gold and qc.slot is None
+    save(session, qc, bob, submission([1, -1], "found_error"))
     flags = session.execute(
         select(Label.is_initial_screening, Label.is_quality_control, Label.generation).order_by(
             Label.id
@@ -177,13 +198,16 @@ def test_screening_and_quality_control_flags(session: Session) -> None:
 
 
 def test_a_lease_taken_over_cannot_be_submitted(session: Session) -> None:
-    assignment = lease(session)
-    alice = assignment.labeler
+    task, alice = lease(session)
     bob = make_user(session, "bob")
-    taken = next_assignment(session, bob, RULES, NOW + timedelta(hours=1))
-    assert taken is not None and taken.id == assignment.id
-    with pytest.raises(SubmissionError, match="no longer yours"):
-        save_label(session, assignment, alice, submission([1, 1, 1], "solution"), overlap=1)
+    taken = next_task(session, bob, now=NOW + timedelta(hours=1))
+    assert taken.assignment_id == task.assignment_id
+    # The caller's transaction rolls back on the error, as the route's does.
+    with pytest.raises(SubmissionError, match="no longer yours"), session.begin_nested():
+        save(session, task, alice, submission([1, 1, 1], "solution"), now=None)
+    assert session.scalar(select(func.count()).select_from(Label)) == 0
+    # Bob, who holds it now, can.
+    assert save(session, taken, bob, submission([1, 1, 1], "solution"), now=None).created
 
 
 PHASE1_ALTERNATIVES = [["First, $1+1=2$."], ["Then $2+2=4$.", "Then $4$."], []]
@@ -215,23 +239,17 @@ def test_phase1_rules(
 
 
 def test_a_phase1_label_keeps_choices_and_human_steps(session: Session) -> None:
-    assignment = lease(session, alternatives=PHASE1_ALTERNATIVES)
-    assignment.solution.style = "phase1"
+    make_solution(session, STEPS, alternatives=PHASE1_ALTERNATIVES).style = "phase1"
     session.flush()
+    labeler = make_user(session, "alice")
+    task = next_task(session, labeler)
     steps = [
         phase1_step(0, [1], chosen=1, flagged=True),
         phase1_step(-1, [-1, 0], human_text="Then $2+2=4$, so far so good."),
         phase1_step(1, [], chosen=0),
     ]
     later = NOW + timedelta(seconds=1)
-    save_label(
-        session,
-        assignment,
-        assignment.labeler,
-        submission([], "solution", steps=steps),
-        overlap=1,
-        now=later,
-    )
+    save(session, task, labeler, submission([], "solution", steps=steps), now=later)
     out = io.StringIO()
     write_export(session, out, ExportFilter())
     record = prm800k.parse_line(out.getvalue())
@@ -250,3 +268,26 @@ def test_a_phase1_label_keeps_choices_and_human_steps(session: Session) -> None:
     assert [c.rating for c in second.completions] == [-1, -1, 0]
     assert third.chosen_completion == 0
     assert record.label.finish_reason == "solution"
+
+
+def test_a_quality_control_label_belongs_to_the_round_it_was_served_in(
+    session: Session,
+) -> None:
+    from app.labeling.quality import add_quality_control_to_generation
+    from tests.labeling.test_queue import gold
+
+    question = make_solution(session, STEPS, generation=0, queue_state=QueueState.FULL)
+    gold(session, question.id)
+    make_solution(session, STEPS, generation=5)
+    add_quality_control_to_generation(session, 5)
+    bob = make_user(session, "bob")
+    task = next_task(session, bob, QueueRules(lease=RULES.lease, overlap=1, qc_rate=1.0))
+    assert task.solution_id == question.id and task.is_gold
+    saved = save(session, task, bob, submission([1, 1, 1], "solution"))
+    label = session.get(Label, saved.label_id)
+    assert label is not None
+    assert (label.generation, label.is_quality_control, label.is_initial_screening) == (
+        5,
+        True,
+        False,
+    )

@@ -11,9 +11,19 @@ from sqlalchemy.orm import Session
 
 from app.datasets.demo_seed import seed
 from app.db import transaction
+from app.labeling.quality import mark_quality_control
 from app.labeling.queue import next_assignment
-from app.labeling.submission import SubmissionInput, save_label
-from app.models import Generation, QueueState, RunStatus, Solution, TrainingRun, User
+from app.labeling.submission import SubmissionInput, leased_task, save_label
+from app.models import (
+    Generation,
+    GenerationQualityControl,
+    Label,
+    QueueState,
+    RunStatus,
+    Solution,
+    TrainingRun,
+    User,
+)
 from tests.labeling.test_queue import RULES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,11 +35,14 @@ def label_all_queued(engine: Engine) -> int:
     while True:
         with transaction(engine) as session:
             alice = session.scalars(select(User).where(User.name == "alice")).one()
-            assignment = next_assignment(session, alice, RULES)
-            if assignment is None:
+            lease = next_assignment(session.connection(), alice, RULES)
+            if lease is None:
                 return labeled
-            steps = assignment.solution.steps or []
-            wrong = assignment.solution.answer_correct is False
+            task = leased_task(session.connection(), lease.id)
+            solution = session.get(Solution, lease.solution_id)
+            assert task is not None and solution is not None
+            steps = solution.steps or []
+            wrong = solution.answer_correct is False
             ratings = [1] * (len(steps) - 1) + [-1 if wrong else 1]
             reason = "found_error" if wrong else "solution"
             body = SubmissionInput.model_validate(
@@ -39,7 +52,7 @@ def label_all_queued(engine: Engine) -> int:
                     "total_time": 1000,
                 }
             )
-            save_label(session, assignment, alice, body, overlap=1)
+            save_label(session.connection(), task, alice, body, overlap=1)
             labeled += 1
 
 
@@ -69,6 +82,10 @@ def test_once_trains_selects_and_queues_a_generation(
         seed(session)
         grade_solutions(session)
     assert label_all_queued(engine) > 50
+    with transaction(engine) as session:
+        # One of alice's labels becomes a QC question: the new generation gets it.
+        question = session.execute(select(Label.solution_id, Label.id).limit(1)).one()
+        mark_quality_control(session, *question)
 
     first = worker(database_url, tmp_path, "once")
     deadline = time.monotonic() + 120
@@ -99,6 +116,10 @@ def test_once_trains_selects_and_queues_a_generation(
         assert set(run.timings or {}) >= {"grade", "data", "train", "evaluate", "score", "select"}
         generation = session.scalars(select(Generation)).one()
         assert generation.run_id == run.id and generation.number == 1
+        assert generation.quality_control == 1
+        assert session.scalars(select(GenerationQualityControl.solution_id)).all() == [
+            question.solution_id
+        ]
         queued = session.scalars(select(Solution).where(Solution.generation == 1)).all()
         assert len(queued) == generation.selected == 2 * 24
         assert all(s.queue_state == QueueState.OPEN.value for s in queued)
@@ -107,8 +128,10 @@ def test_once_trains_selects_and_queues_a_generation(
         assert generation.wrong_answers == wrong > 0
         # The new generation reaches labelers: bob gets one of its solutions next.
         bob = session.scalars(select(User).where(User.name == "bob")).one()
-        served = next_assignment(session, bob, RULES)
-        assert served is not None and served.solution.generation in (0, 1)
+        served = next_assignment(session.connection(), bob, RULES)
+        assert served is not None
+        served_solution = session.get(Solution, served.solution_id)
+        assert served_solution is not None and served_solution.generation in (0, 1)
         assert session.scalar(
             select(func.count()).select_from(Solution).where(Solution.generation == 1)
         ) == len(queued)
