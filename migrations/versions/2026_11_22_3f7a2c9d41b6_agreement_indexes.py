@@ -1,7 +1,7 @@
 """agreement indexes: own-step ratings and flagged completions
 
 Revision ID: 3f7a2c9d41b6
-Revises: 0001
+Revises: 0002
 Create Date: 2026-11-22 21:40:00.000000
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "3f7a2c9d41b6"
-down_revision: str | None = "0001"
+down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
