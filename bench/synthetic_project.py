@@ -3,9 +3,10 @@
 ``fill_project(url, ProjectShape())`` writes, into a migrated, empty database: labelers and an
 admin, problems, phase-2 solutions in generations 0..N-1 (a share of them labeled by two to
 four labelers), screening solutions (generation -1) that every labeler labeled, QC solutions
-with a gold label and QC labels, some phase-1 labels, training runs and the generations they
-selected. Labels follow phase-2 rules: ratings stop at the first negative step, where 1-4
-rated alternatives follow; some labels give up or report a bad problem. Labelers copy a
+with a gold label, served in every generation, and QC labels, some phase-1 labels, training
+runs and the generations they selected. Labels follow phase-2 rules: ratings stop at the
+first negative step, where 1-4 rated alternatives follow; some labels give up or report a
+bad problem. Labelers copy a
 hidden "true" rating of each step with a faithfulness of their own, so agreement is neither
 perfect nor random and differs from labeler to labeler.
 """
@@ -80,7 +81,7 @@ COLUMNS = {
     "subject, level, created_at",
     "training_runs": "id, status, requested_at, started_at, finished_at, worker, step, "
     "labels_used, metrics, timings, checkpoint_path, is_current",
-    "generations": "number, created_at, run_id, selected, wrong_answers",
+    "generations": "number, created_at, run_id, selected, wrong_answers, quality_control",
     "solutions": "id, content_key, problem_id, steps, answer, verifier_score, generator, "
     "generation, style, answer_correct, queue_state, overlap, completed_count, created_at",
     "labels": "id, dedupe_key, labeler_id, problem_id, solution_id, timestamp, generation, "
@@ -88,6 +89,7 @@ COLUMNS = {
     "label_steps": "label_id, step_index, chosen_completion",
     "step_completions": "label_id, step_index, completion_index, text, rating, flagged",
     "gold_labels": "solution_id, label_id, created_at",
+    "generation_quality_control": "generation, solution_id, added_at",
 }
 """Tables in foreign-key order."""
 
@@ -164,7 +166,8 @@ class _Builder:
             )
         for number in range(self.shape.generations):
             run_id = number if 0 < number <= self.shape.training_runs else None
-            self.rows.add("generations", (number, START, run_id, 0, 0))
+            qc = self.shape.qc_solutions
+            self.rows.add("generations", (number, START, run_id, 0, 0, qc))
 
     def solution(self, problem_id: int, generation: int) -> int:
         solution_id = self.ids.take("solutions")
@@ -295,8 +298,12 @@ def build_rows(shape: ProjectShape) -> dict[str, list[tuple[Any, ...]]]:
         solution = builder.solution(problem, 0)
         gold = builder.label(admin, problem, solution, 0, (True, False))
         builder.rows.add("gold_labels", (solution, gold, START))
+        # Served in every generation; each QC label carries the generation it was given in.
+        for generation in range(shape.generations):
+            builder.rows.add("generation_quality_control", (generation, solution, START))
         for labeler in rng.sample(labelers, shape.qc_labels_per_solution):
-            builder.label(labeler, problem, solution, 0, (True, False))
+            generation = rng.randrange(shape.generations)
+            builder.label(labeler, problem, solution, generation, (True, False))
     problems = [builder.problem() for _ in range(max(1, shape.labels // 8))]
     while builder.ids.next.get("labels", 1) <= shape.labels:
         problem = rng.choice(problems)
