@@ -288,6 +288,22 @@ class StepCompletion(Base):
             ondelete="CASCADE",
         ),
         CheckConstraint("rating IN (-1, 0, 1)", name="rating"),
+        # Agreement reads the rating of each label's own steps (completion 0) from the
+        # index alone, and the labels with a flagged step from a small partial index.
+        Index(
+            "ix_step_completions_own_rating",
+            "label_id",
+            "step_index",
+            "rating",
+            postgresql_where=text("completion_index = 0"),
+            sqlite_where=text("completion_index = 0"),
+        ),
+        Index(
+            "ix_step_completions_flagged",
+            "label_id",
+            postgresql_where=text("flagged IS TRUE"),
+            sqlite_where=text("flagged IS 1"),
+        ),
     )
 
     label_id: Mapped[int] = mapped_column(primary_key=True)

@@ -32,6 +32,16 @@ def math_text(text: str | None) -> Markup:
     return Markup("").join(parts)
 
 
+def coefficient(value: float | None, digits: int = 3) -> str:
+    """A statistic such as a kappa to ``digits`` decimals; "—" where it is undefined."""
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def percent(value: float | None) -> str:
+    """A share (0 to 1) as a percentage; "—" where it is undefined."""
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
 def markdown(text: str) -> Markup:
     """Admin-written markdown as safe HTML."""
     return Markup(_markdown.render(text))
@@ -46,6 +56,8 @@ def make_templates(directory: Path) -> Jinja2Templates:
     )
     environment.filters["math_text"] = math_text
     environment.filters["markdown"] = markdown
+    environment.filters["coefficient"] = coefficient
+    environment.filters["percent"] = percent
     environment.globals["csrf_token"] = csrf_token
     return Jinja2Templates(env=environment)
 

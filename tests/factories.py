@@ -288,3 +288,61 @@ def make_label(
     session.add(label)
     session.flush()
     return label
+
+
+def make_rated_label(
+    session: Session,
+    labeler: User,
+    solution: Solution,
+    ratings: list[int | None],
+    *,
+    finish_reason: str | None = None,
+    generation: int | None = None,
+    alternatives: list[int | None] | None = None,
+    flagged: tuple[int, ...] = (),
+    timestamp: datetime | None = None,
+    **fields: Any,
+) -> Label:
+    """A label of ``solution`` rating its steps in order (completion 0 of each step).
+
+    The finish reason defaults to what the ratings say in phase 2: ``found_error`` at a
+    negative step, ``solution`` when every step is rated, else ``give_up``. ``alternatives``
+    are the ratings of extra completions at the last step; ``flagged`` lists flagged steps.
+    """
+    steps = solution.steps or []
+    if finish_reason is None:
+        if -1 in ratings:
+            finish_reason = "found_error"
+        else:
+            finish_reason = "solution" if len(ratings) == len(steps) else "give_up"
+    label = Label(
+        dedupe_key=uuid.uuid4().hex,
+        labeler_id=labeler.id,
+        problem_id=solution.problem_id,
+        solution_id=solution.id,
+        timestamp=timestamp or datetime(2024, 1, 1),
+        generation=solution.generation if generation is None else generation,
+        finish_reason=finish_reason,
+        **fields,
+    )
+    for index, rating in enumerate(ratings):
+        others = alternatives if alternatives and index == len(ratings) - 1 else []
+        completions = [
+            StepCompletion(
+                completion_index=0, text=steps[index], rating=rating, flagged=index in flagged
+            ),
+            *(
+                StepCompletion(completion_index=n, text=f"other {n}", rating=r, flagged=False)
+                for n, r in enumerate(others, start=1)
+            ),
+        ]
+        label.steps.append(
+            LabelStep(
+                step_index=index,
+                chosen_completion=None if rating == -1 else 0,
+                completions=completions,
+            )
+        )
+    session.add(label)
+    session.flush()
+    return label

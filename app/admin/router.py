@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from app import training, users
-from app.admin import charts, imports, people, prm, progress, quality, throughput
+from app.admin import agreement_router, charts, imports, people, prm, progress, quality, throughput
 from app.admin.overview import Overview, overview
 from app.auth import CurrentAdmin, check_csrf, current_admin
 from app.config import get_settings
@@ -29,6 +29,8 @@ from app.templating import render, wants_fragment
 # current_admin runs first, so a labeler's POST is refused as a labeler (403), not as CSRF.
 pages = APIRouter(prefix="/admin", dependencies=[Depends(current_admin), Depends(check_csrf)])
 api = APIRouter(prefix="/api/admin", dependencies=[Depends(current_admin), Depends(check_csrf)])
+pages.include_router(agreement_router.pages)
+api.include_router(agreement_router.api)
 
 REFRESH = {"HX-Trigger": "dashboard-refresh"}
 """Sent with a successful change: the page's live blocks reload at once."""

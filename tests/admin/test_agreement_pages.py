@@ -1,0 +1,227 @@
+"""The agreement pages and API over HTTP: access, the same numbers on page and JSON, updates."""
+
+import html
+import re
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from app.main import create_app
+from app.templating import coefficient, percent
+from tests.admin.projects import LABELERS, Stored, random_project, store
+from tests.factories import make_rated_label, make_solution, make_user
+from tests.web import add_user, admin_client, log_in
+
+PAGES = ("/admin/agreement", "/admin/agreement/items")
+APIS = ("/api/admin/agreement", "/api/admin/agreement/items")
+
+
+@pytest.fixture
+def client(engine: Engine) -> Iterator[TestClient]:
+    with TestClient(create_app()) as client:
+        yield client
+
+
+@pytest.fixture
+def project(engine: Engine) -> Stored:
+    with Session(engine, expire_on_commit=False) as session:
+        stored = store(session, random_project(seed=11, generations=(0, 1)))
+        session.commit()
+    return stored
+
+
+def cell(page: str, element_id: str) -> str:
+    """The text of the element with this id (a figure on the page)."""
+    match = re.search(rf'id="{element_id}">([^<]*)<', page)
+    assert match, f"no #{element_id} on the page"
+    return html.unescape(match.group(1)).strip()
+
+
+def row_cells(page: str, row_id: str) -> list[str]:
+    """The cells' text of the table row with this id, brackets and all."""
+    match = re.search(rf'<tr id="{row_id}">(.*?)</tr>', page, re.DOTALL)
+    assert match, f"no row #{row_id}"
+    cells = re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", match.group(1), re.DOTALL)
+    return [html.unescape(re.sub(r"<[^>]+>", "", text)).split("(")[0].strip() for text in cells]
+
+
+def test_a_labeler_gets_403_from_every_agreement_page_and_api(
+    client: TestClient, engine: Engine, project: Stored
+) -> None:
+    add_user(engine, "lee")
+    log_in(client, "lee")
+    solution_id = project.solutions[0].id
+    for path in (*PAGES, *APIS, f"{PAGES[1]}/{solution_id}", f"{APIS[1]}/{solution_id}"):
+        response = client.get(path)
+        assert response.status_code == 403, path
+        assert "kappa" not in response.text.lower()
+
+
+def test_logged_out_pages_go_to_login_and_the_api_answers_401(client: TestClient) -> None:
+    assert client.get(PAGES[0], follow_redirects=False).status_code == 303
+    assert client.get(APIS[0]).status_code == 401
+
+
+def test_the_page_shows_the_numbers_of_the_json(
+    client: TestClient, engine: Engine, project: Stored
+) -> None:
+    admin_client(client, engine)
+    report = client.get(APIS[0]).json()
+    page = client.get(PAGES[0]).text
+    overall = report["overall"]
+    assert cell(page, "overall-krippendorff_alpha") == coefficient(overall["krippendorff_alpha"])
+    assert cell(page, "overall-fleiss_kappa") == coefficient(overall["fleiss_kappa"])
+    assert cell(page, "overall-observed_agreement") == percent(overall["observed_agreement"])
+    first_error = overall["first_error"]
+    assert cell(page, "overall-first_error_exact") == percent(first_error["exact"])
+    assert cell(page, "overall-first_error_within_one_step") == percent(
+        first_error["within_one_step"]
+    )
+    assert cell(page, "overall-finish_reason") == percent(overall["finish_reason"]["agreement"])
+    assert cell(page, "overall-solutions") == str(overall["solutions"])
+
+    for row in report["by_generation"]:
+        assert row_cells(page, f"generation-{row['generation']}") == [
+            str(row["generation"]),
+            str(row["solutions"]),
+            str(row["steps"]),
+            coefficient(row["krippendorff_alpha"]),
+            coefficient(row["fleiss_kappa"]),
+            percent(row["observed_agreement"]),
+            percent(row["first_error"]["exact"]),
+            percent(row["first_error"]["within_one_step"]),
+            percent(row["finish_reason"]["agreement"]),
+        ]
+    for row in report["labelers"]:
+        assert row_cells(page, f"labeler-{row['labeler']['id']}") == [
+            row["labeler"]["name"],
+            str(row["labels"]),
+            str(row["shared_steps"]),
+            percent(row["observed_agreement"]),
+            coefficient(row["kappa"]),
+            percent(row["flag_rate"]),
+            percent(row["give_up_rate"]),
+            percent(row["bad_problem_rate"]),
+        ]
+    matrix = page[page.index('id="kappa-matrix"') :]
+    for pair in report["pairs"]:
+        names = f"{pair['first']['name']} and {pair['second']['name']}: "
+        shown = re.search(re.escape(names) + r'[^"]*">([^<]*)</td>', matrix)
+        assert shown and shown.group(1) == coefficient(pair["cohen_kappa"], 2), names
+    assert len(report["labelers"]) == len(LABELERS)
+
+
+def test_a_generation_filter_narrows_page_and_json(
+    client: TestClient, engine: Engine, project: Stored
+) -> None:
+    admin_client(client, engine)
+    whole = client.get(APIS[0]).json()
+    one = client.get(APIS[0], params={"generation": 1}).json()
+    assert one["generation"] == 1
+    (generation_one,) = [row for row in whole["by_generation"] if row["generation"] == 1]
+    assert one["overall"]["steps"] == generation_one["steps"] < whole["overall"]["steps"]
+    page = client.get(PAGES[0], params={"generation": 1}).text
+    assert cell(page, "overall-krippendorff_alpha") == coefficient(
+        generation_one["krippendorff_alpha"]
+    )
+    assert '<a href="/admin/agreement?generation=1" aria-current="page">' in page
+    assert client.get(APIS[0], params={"generation": "first"}).status_code == 422
+
+
+def test_the_figures_move_when_a_label_arrives(
+    client: TestClient, engine: Engine, project: Stored
+) -> None:
+    admin_client(client, engine)
+    before = client.get(APIS[0]).json()["overall"]
+    fragment = client.get(PAGES[0], headers={"HX-Request": "true"}).text
+    assert fragment.startswith('<div id="agreement-figures"')
+    assert 'hx-trigger="every 30s"' in fragment and "<html" not in fragment
+
+    with Session(engine) as session:
+        newcomer = make_user(session, "newcomer")
+        solution = project.solutions[0]
+        steps = len(solution.steps or [])
+        make_rated_label(
+            session, newcomer, solution, [-1 if n == steps - 1 else 0 for n in range(steps)]
+        )
+        session.commit()
+
+    after = client.get(APIS[0]).json()["overall"]
+    assert after["ratings"] > before["ratings"]
+    assert after["labels"] == before["labels"] + 1
+    assert after["krippendorff_alpha"] != before["krippendorff_alpha"]
+    refreshed = client.get(PAGES[0], headers={"HX-Request": "true"}).text
+    assert cell(refreshed, "overall-krippendorff_alpha") == coefficient(after["krippendorff_alpha"])
+    assert "newcomer" in refreshed
+
+
+def test_the_drill_down_pages_match_their_json(
+    client: TestClient, engine: Engine, project: Stored
+) -> None:
+    admin_client(client, engine)
+    items = client.get(APIS[1]).json()
+    assert items["total"] > 0 and items["items"][0]["rank"] == 1
+    page = client.get(PAGES[1]).text
+    for item in items["items"]:
+        cells = row_cells(page, f"item-{item['solution_id']}")
+        assert cells[:2] == [str(item["rank"]), str(item["solution_id"])]
+        progress = f"{item['disagreeing_steps']} of {item['shared_steps']}"
+        assert cells[4:6] == [f"{item['score']:.2f}", progress]
+
+    top = items["items"][0]["solution_id"]
+    detail = client.get(f"{APIS[1]}/{top}").json()
+    item_page = client.get(f"{PAGES[1]}/{top}").text
+    for label in detail["labels"]:
+        assert f'<th scope="col" class="labeler-column">{label["labeler"]["name"]}' in item_page
+    ratings = re.findall(r'<td class="rating-cell (\w+)">', item_page)
+    expected = [
+        {1: "positive", 0: "neutral", -1: "negative"}[step["rating"]] if step else "unreached"
+        for index in range(len(detail["steps"]))
+        for step in (label["steps"][index] for label in detail["labels"])
+    ]
+    assert ratings == expected
+    assert client.get(f"{PAGES[1]}/999999").status_code == 404
+    assert client.get(f"{APIS[1]}/999999").status_code == 404
+
+
+def test_the_item_page_escapes_text_and_keeps_math_for_katex(
+    client: TestClient, engine: Engine
+) -> None:
+    with Session(engine) as session:
+        solution = make_solution(
+            session,
+            ["<script>alert(1)</script> so $x^2 < 4$.", "Done."],
+            problem_text="Is <b>bold</b> when $a<b$?",
+        )
+        for name, ratings in (("ann", [1, 1]), ("ben", [-1])):
+            make_rated_label(session, make_user(session, name), solution, ratings)
+        session.commit()
+        solution_id = solution.id
+    admin_client(client, engine)
+    page = client.get(f"{PAGES[1]}/{solution_id}").text
+    assert "<script>alert(1)" not in page and "<b>bold</b>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; so $x^2 &lt; 4$." in page
+    assert 'class="math-text"' in page
+
+
+def test_the_drill_down_pages_keep_the_generation_filter(
+    client: TestClient, engine: Engine
+) -> None:
+    with Session(engine) as session:
+        ann, ben = make_user(session, "ann"), make_user(session, "ben")
+        for _ in range(30):
+            solution = make_solution(session, ["A.", "B."], generation=2)
+            make_rated_label(session, ann, solution, [1, 1])
+            make_rated_label(session, ben, solution, [0])
+        session.commit()
+    admin_client(client, engine)
+    first = client.get(PAGES[1], params={"generation": 2}).text
+    assert 'href="/admin/agreement/items?generation=2&amp;page=2" rel="next"' in first
+    second = client.get(
+        PAGES[1], params={"generation": 2, "page": 2}, headers={"HX-Request": "true"}
+    ).text
+    assert second.startswith('<div id="item-table">') and "Page 2 of 2" in second
+    assert 'href="/admin/agreement/items?generation=2&amp;page=1" rel="prev"' in second
