@@ -53,9 +53,10 @@ def test_once_trains_on_every_rank_and_rank_zero_records_the_run(
 
     seed_and_label(engine)
 
-    out, err = finish(worker(database_url, tmp_path, *TORCHRUN, "-m", "worker", "once"))
+    once = worker(database_url, tmp_path, *TORCHRUN, "-m", "worker", "once")
+    out, err = finish(once)
 
-    assert "run 1: succeeded" in out, out + err
+    assert once.returncode == 0 and "run 1: succeeded" in out, out + err
     with Session(engine) as session:
         run = session.scalars(select(TrainingRun)).one()
         assert run.status == RunStatus.SUCCEEDED.value and run.is_current
@@ -142,6 +143,8 @@ def test_the_loop_follows_rank_zero_into_a_run_and_out_on_sigterm(
             if session.scalar(select(TrainingRun.status)) == RunStatus.SUCCEEDED.value:
                 break
         time.sleep(0.2)
+    if loop.poll() is not None:
+        pytest.fail("the loop ended by itself:\n" + "".join(loop.communicate()))
     # Rank 0 alone hears SIGTERM; it tells rank 1 to stop too.
     os.kill(rank_pids(loop)[0], signal.SIGTERM)
     out, err = finish(loop, timeout=60)
