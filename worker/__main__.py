@@ -3,6 +3,10 @@
 The loop wakes every STEPLABEL_WORKER_POLL_SECONDS, runs a cycle when an admin asked for
 one or the schedule is due (STEPLABEL_TRAIN_EVERY_MINUTES, STEPLABEL_TRAIN_MIN_NEW_LABELS),
 and stops cleanly on SIGTERM or Ctrl-C between two steps of a cycle.
+
+``torchrun --nproc-per-node N -m worker [once]`` runs it on N GPUs: rank 0 decides when a
+cycle runs and when to stop, and does the database work (worker/distributed.py). A run
+that fails there ends every rank with exit status 1, for the job's supervisor to restart.
 """
 
 import argparse
@@ -10,13 +14,19 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
 
-from app.config import SettingsError, get_settings
+from sqlalchemy import Engine
+
+from app.config import Settings, SettingsError, get_settings
 from app.db import get_engine
 from app.models import RunStatus
 from app.schema import SchemaOutOfDate, check_current
-from worker.cycle import run_one
+from worker import distributed
+from worker.cycle import RunOutcome, run_one
+from worker.distributed import RankFailed, Ranks
+from worker.model import resolve_device, training_args_for
 
 logger = logging.getLogger("steplabel.worker")
 _stop = threading.Event()
@@ -27,34 +37,69 @@ def _request_stop(signum: int, _frame: FrameType | None) -> None:
     _stop.set()
 
 
+def _never() -> bool:
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m worker", description=__doc__)
     parser.add_argument("mode", nargs="?", choices=["loop", "once"], default="loop")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
         settings = get_settings()
-        engine = get_engine()
-        check_current(engine)
-    except (SettingsError, SchemaOutOfDate) as error:
+    except SettingsError as error:
+        print(error, file=sys.stderr)
+        return 2
+    ranks = distributed.start(resolve_device(training_args_for(settings.prm_base_model).device))
+    rank = f" rank {ranks.rank}" if ranks.world_size > 1 else ""
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(name)s{rank} %(message)s")
+    try:
+        return _serve(args.mode, settings, ranks)
+    finally:
+        ranks.close()
+
+
+def _serve(mode: str, settings: Settings, ranks: Ranks) -> int:
+    # Every rank builds the engine, which connects on first use; only rank 0 uses it.
+    engine = get_engine()
+    try:
+        ranks.on_main(lambda: check_current(engine))
+    except (SchemaOutOfDate, RankFailed) as error:
         print(error, file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _request_stop)
     signal.signal(signal.SIGINT, _request_stop)
-    if args.mode == "once":
-        run = run_one(engine, settings, force=True, should_stop=_stop.is_set)
-        if run is None:
-            print("another worker is training now; nothing done", file=sys.stderr)
-            return 0
-        print(f"run {run.id}: {run.status}" + (f"\n{run.error}" if run.error else ""))
-        return 0 if run.status == RunStatus.SUCCEEDED.value else 1
+    # Rank 0 alone decides when to stop; the others follow it (torchrun signals them all).
+    should_stop = _stop.is_set if ranks.is_main else _never
+    serve = _once if mode == "once" else _loop
+    return serve(engine, settings, ranks, should_stop)
+
+
+def _once(engine: Engine, settings: Settings, ranks: Ranks, should_stop: Callable[[], bool]) -> int:
+    outcome = run_one(engine, settings, force=True, should_stop=should_stop, ranks=ranks)
+    if ranks.is_main:  # it speaks for every rank
+        _print_outcome(outcome)
+    return 0 if outcome is None or outcome.status == RunStatus.SUCCEEDED.value else 1
+
+
+def _print_outcome(outcome: RunOutcome | None) -> None:
+    if outcome is None:
+        print("another worker is training now; nothing done", file=sys.stderr)
+        return
+    print(f"run {outcome.id}: {outcome.status}" + (f"\n{outcome.error}" if outcome.error else ""))
+
+
+def _loop(engine: Engine, settings: Settings, ranks: Ranks, should_stop: Callable[[], bool]) -> int:
     logger.info("worker started: polling every %ss", settings.worker_poll_seconds)
-    while not _stop.is_set():
-        run = run_one(engine, settings, force=False, should_stop=_stop.is_set)
-        if run is not None:
-            logger.info("run %s %s", run.id, run.status)
+    while not ranks.on_main(should_stop):
+        outcome = run_one(engine, settings, force=False, should_stop=should_stop, ranks=ranks)
+        if outcome is None:
+            if ranks.is_main:
+                _stop.wait(settings.worker_poll_seconds)
             continue
-        _stop.wait(settings.worker_poll_seconds)
+        logger.info("run %s %s", outcome.id, outcome.status)
+        if not outcome.ranks_in_step:
+            return 1
     return 0
 
 

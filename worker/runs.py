@@ -10,7 +10,7 @@ import os
 import socket
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import ColumnElement, func, select, text, update
 from sqlalchemy.orm import Session
 
 from app.config import Settings
@@ -31,17 +31,28 @@ def _is_postgres(session: Session) -> bool:
     return session.get_bind().dialect.name == "postgresql"
 
 
-def fail_stale_runs(session: Session, now: datetime) -> int:
-    """Mark runs whose worker stopped beating as failed; returns how many."""
+def _fail_running(
+    session: Session, condition: ColumnElement[bool], error: str, now: datetime
+) -> int:
     result = session.execute(
         update(TrainingRun)
-        .where(
-            TrainingRun.status == RunStatus.RUNNING.value,
-            TrainingRun.heartbeat_at < now - STALE_AFTER,
-        )
-        .values(status=RunStatus.FAILED.value, finished_at=now, error="the worker stopped")
+        .where(TrainingRun.status == RunStatus.RUNNING.value, condition)
+        .values(status=RunStatus.FAILED.value, finished_at=now, error=error)
     )
     return rows_changed(result)
+
+
+def fail_stale_runs(session: Session, now: datetime) -> int:
+    """Mark runs whose worker stopped beating as failed; returns how many."""
+    return _fail_running(
+        session, TrainingRun.heartbeat_at < now - STALE_AFTER, "the worker stopped", now
+    )
+
+
+def fail_if_running(session: Session, run_id: int, error: str) -> None:
+    """Mark the run failed unless it has ended already (the worker's main thread may
+    record its end while a watcher beside it records a failure)."""
+    _fail_running(session, TrainingRun.id == run_id, error, utc_now())
 
 
 def is_due(session: Session, settings: Settings, now: datetime) -> bool:

@@ -29,10 +29,11 @@ from tests.labeling.test_queue import RULES
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def label_all_queued(engine: Engine) -> int:
-    """Alice labels every queued demo solution: wrong answers get -1 at their last step."""
+def label_queued(engine: Engine, limit: int | None = None) -> int:
+    """Alice labels the queued demo solutions (all, or ``limit``): a wrong answer gets -1
+    at its last step."""
     labeled = 0
-    while True:
+    while limit is None or labeled < limit:
         with transaction(engine) as session:
             alice = session.scalars(select(User).where(User.name == "alice")).one()
             lease = next_assignment(session.connection(), alice, RULES)
@@ -54,9 +55,11 @@ def label_all_queued(engine: Engine) -> int:
             )
             save_label(session.connection(), task, alice, body, overlap=1)
             labeled += 1
+    return labeled
 
 
-def worker(database_url: str, checkpoints: Path, *args: str) -> subprocess.Popen[str]:
+def worker(database_url: str, checkpoints: Path, *command: str) -> subprocess.Popen[str]:
+    """``python *command`` (``-m worker once``, say) on the database, from the project root."""
     env = {
         **os.environ,
         "STEPLABEL_DATABASE_URL": database_url,
@@ -64,7 +67,7 @@ def worker(database_url: str, checkpoints: Path, *args: str) -> subprocess.Popen
         "STEPLABEL_SELECT_PER_PROBLEM": "2",
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "worker", *args],
+        [sys.executable, *command],
         cwd=ROOT,
         env=env,
         text=True,
@@ -81,20 +84,20 @@ def test_once_trains_selects_and_queues_a_generation(
     with transaction(engine) as session:
         seed(session)
         grade_solutions(session)
-    assert label_all_queued(engine) > 50
+    assert label_queued(engine) > 50
     with transaction(engine) as session:
         # One of alice's labels becomes a QC question: the new generation gets it.
         question = session.execute(select(Label.solution_id, Label.id).limit(1)).one()
         mark_quality_control(session, *question)
 
-    first = worker(database_url, tmp_path, "once")
+    first = worker(database_url, tmp_path, "-m", "worker", "once")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         with Session(engine) as session:
             if session.scalar(select(TrainingRun.status)) == RunStatus.RUNNING.value:
                 break
         time.sleep(0.2)
-    second = worker(database_url, tmp_path, "once")
+    second = worker(database_url, tmp_path, "-m", "worker", "once")
     _, second_err = second.communicate(timeout=120)
     first_out, first_err = first.communicate(timeout=600)
     assert first.returncode == 0, first_out + first_err
@@ -144,9 +147,9 @@ def test_a_second_run_is_compared_with_the_current_checkpoint_on_its_held_out_se
 
     with transaction(engine) as session:
         seed(session)
-    label_all_queued(engine)
+    label_queued(engine)
     for _ in range(2):
-        process = worker(database_url, tmp_path, "once")
+        process = worker(database_url, tmp_path, "-m", "worker", "once")
         out, err = process.communicate(timeout=600)
         assert process.returncode == 0, out + err
     with Session(engine) as session:

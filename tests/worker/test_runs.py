@@ -93,3 +93,19 @@ def test_failed_runs_do_not_reset_the_schedule(session: Session) -> None:
     assert retry is not None and retry.id != run.id
     statuses = session.scalars(select(TrainingRun.status).order_by(TrainingRun.id)).all()
     assert statuses == [RunStatus.FAILED.value, RunStatus.RUNNING.value]
+
+
+def test_a_failure_reported_beside_the_worker_ends_only_a_running_run(session: Session) -> None:
+    running = runs.claim_run(session, settings(), force=True, now=NOW)
+    assert running is not None
+    runs.fail_if_running(session, running.id, "rank 1: out of memory")
+    session.refresh(running)
+    assert running.status == RunStatus.FAILED.value and running.error == "rank 1: out of memory"
+    assert running.finished_at is not None
+
+    finished = runs.claim_run(session, settings(), force=True, now=NOW)
+    assert finished is not None
+    runs.finish_run(session, finished)
+    runs.fail_if_running(session, finished.id, "rank 1: too late")
+    session.refresh(finished)
+    assert finished.status == RunStatus.SUCCEEDED.value and finished.error is None

@@ -1,0 +1,157 @@
+"""The worker under torchrun: two CPU processes talking over gloo stand in for two GPUs.
+
+A few labels keep training to seconds; the demo pool still has a hundred solutions for the
+ranks to score in shares.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session
+
+from app.datasets.demo_seed import seed
+from app.db import transaction
+from app.models import Generation, Problem, RunStatus, Solution, TrainingRun
+from app.training import request_run
+from tests.worker.failing_rank import FAILURE
+from tests.worker.test_cycle import label_queued, worker
+
+TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2")
+"""``torchrun`` on a free port, so that runs beside each other do not collide."""
+
+LABELS = 12
+"""Enough labeled examples to train and hold some out (MIN_EXAMPLES is 8)."""
+
+
+def seed_and_label(engine: Engine) -> None:
+    with transaction(engine) as session:
+        seed(session)
+    assert label_queued(engine, LABELS) == LABELS
+
+
+def finish(process: subprocess.Popen[str], timeout: float = 240) -> tuple[str, str]:
+    """The output of a process that must end by itself: a hung rank fails the test."""
+    try:
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+        pytest.fail(f"torchrun still running after {timeout}s\n{out}{err}")
+
+
+def test_once_trains_on_every_rank_and_rank_zero_records_the_run(
+    engine: Engine, database_url: str, tmp_path: Path
+) -> None:
+    from worker.score import score_solutions
+    from worker.train import load_checkpoint
+
+    seed_and_label(engine)
+
+    once = worker(database_url, tmp_path, *TORCHRUN, "-m", "worker", "once")
+    out, err = finish(once)
+
+    assert once.returncode == 0 and "run 1: succeeded" in out, out + err
+    with Session(engine) as session:
+        run = session.scalars(select(TrainingRun)).one()
+        assert run.status == RunStatus.SUCCEEDED.value and run.is_current
+        metrics = run.metrics or {}
+        assert metrics["train"]["world_size"] == 2 and metrics["labels"] == LABELS
+        for key in ("held_out_steps", "step_accuracy", "first_error_f1", "best_of_n_prm"):
+            assert key in metrics, key
+        assert metrics["held_out_steps"] > 0
+        assert [p.name for p in tmp_path.iterdir()] == ["run-1"]
+        assert run.checkpoint_path == str(tmp_path / "run-1")
+        generation = session.scalars(select(Generation)).one()
+        assert generation.run_id == run.id and generation.selected == metrics["selected"] > 0
+        assert generation.selected == session.scalar(
+            select(func.count()).select_from(Solution).where(Solution.generation == 1)
+        )
+        scored = session.execute(
+            select(Solution.prm_score, Solution.prm_step_scores, Solution.steps, Problem.text)
+            .join(Problem)
+            .where(Solution.scored_by_run_id == run.id)
+            .order_by(Solution.id)
+        ).all()
+    # The ranks scored the pool in shares; rank 0 put the scores back in order, so they
+    # are what the checkpoint gives each solution on its own.
+    assert len(scored) == metrics["pool_scored"] > 50
+    model, tokenizer, args, _meta = load_checkpoint(tmp_path / "run-1")
+    expected = score_solutions(model, tokenizer, [(s.text, s.steps) for s in scored], args)
+    for solution, score in zip(scored, expected, strict=True):
+        assert solution.prm_step_scores == pytest.approx(score.step_scores, abs=1e-7)
+        assert solution.prm_score == pytest.approx(score.score, abs=1e-7)
+
+
+@pytest.mark.parametrize(
+    ("rank", "call", "step"),
+    [
+        (0, "grade_solutions", "grade"),  # rank 0's own work: the others wait for it
+        (1, "fit", "train"),  # inside collectives: rank 0 waits for rank 1
+    ],
+)
+def test_a_failure_on_one_rank_ends_every_rank_and_fails_the_run(
+    engine: Engine, database_url: str, tmp_path: Path, rank: int, call: str, step: str
+) -> None:
+    seed_and_label(engine)
+
+    failing = worker(
+        database_url, tmp_path, *TORCHRUN, "-m", "tests.worker.failing_rank", str(rank), call
+    )
+    _out, err = finish(failing)
+
+    assert failing.returncode != 0
+    # torchrun's summary lists every rank that failed, with its exit status.
+    exit_codes = [int(code) for code in re.findall(r"^\s*exitcode\s*:\s*(-?\d+)", err, re.M)]
+    assert len(exit_codes) == 2 and 0 not in exit_codes, err
+    with Session(engine) as session:
+        run = session.scalars(select(TrainingRun)).one()
+        assert run.status == RunStatus.FAILED.value and run.step == step
+        assert f"rank {rank}: " in (run.error or "")
+        assert f"{FAILURE} on rank {rank}" in (run.error or ""), run.error
+        assert run.checkpoint_path is None and not run.is_current
+        assert session.scalars(select(Generation)).first() is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def rank_pids(torchrun: subprocess.Popen[str]) -> dict[int, int]:
+    """The processes torchrun started, by rank (from /proc: Linux only)."""
+    children = Path(f"/proc/{torchrun.pid}/task/{torchrun.pid}/children").read_text().split()
+    pids = {}
+    for pid in map(int, children):
+        environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        rank = next(item for item in environment if item.startswith(b"RANK="))
+        pids[int(rank.removeprefix(b"RANK="))] = pid
+    return pids
+
+
+def test_the_loop_follows_rank_zero_into_a_run_and_out_on_sigterm(
+    engine: Engine, database_url: str, tmp_path: Path
+) -> None:
+    with transaction(engine) as session:
+        requested = request_run(session).id  # no labels: the run ends early, skipped
+
+    loop = worker(database_url, tmp_path, *TORCHRUN, "-m", "worker")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and loop.poll() is None:
+        with Session(engine) as session:
+            if session.scalar(select(TrainingRun.status)) == RunStatus.SUCCEEDED.value:
+                break
+        time.sleep(0.2)
+    if loop.poll() is not None:
+        pytest.fail("the loop ended by itself:\n" + "".join(loop.communicate()))
+    # Rank 0 alone hears SIGTERM; it tells rank 1 to stop too.
+    os.kill(rank_pids(loop)[0], signal.SIGTERM)
+    out, err = finish(loop, timeout=60)
+
+    assert loop.returncode == 0, out + err
+    assert f"rank 1 run {requested} succeeded" in err
+    with Session(engine) as session:
+        run = session.scalars(select(TrainingRun)).one()
+    assert run.id == requested and run.status == RunStatus.SUCCEEDED.value
+    assert run.metrics and "skipped" in run.metrics
