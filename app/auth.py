@@ -15,7 +15,7 @@ from fastapi import Depends, HTTPException, Request
 from sqlalchemy import Connection, and_, bindparam, delete, func, or_, select
 from sqlalchemy.orm import Session
 
-from app.db import AnyRow, DbSession
+from app.db import AnyRow, DbSession, run
 from app.models import USERS, LoginFailure, Role, User, utc_now
 from app.users import hash_password, verify_password
 
@@ -164,7 +164,7 @@ def check_login(connection: Connection, login: Login) -> Viewer:
     401 otherwise (the session is forgotten): deactivating a user or resetting their
     password ends every session they have at their next request.
     """
-    return viewer_of(connection.execute(_ACTIVE_USER, {"user_id": login.user_id}).first(), login)
+    return viewer_of(run(connection, _ACTIVE_USER, {"user_id": login.user_id}).first(), login)
 
 
 def viewer_of(row: AnyRow | None, login: Login) -> Viewer:

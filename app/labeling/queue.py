@@ -45,7 +45,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from app.db import AnyRow, rows_changed
+from app.db import AnyRow, rows_changed, run
 from app.models import (
     ASSIGNMENTS,
     GENERATION_QUALITY_CONTROL,
@@ -261,7 +261,7 @@ def next_assignment(
 
 def open_lease(connection: Connection, labeler_id: int) -> Lease | None:
     """The labeler's unfinished task, its lease current or not."""
-    return lease_from(connection.execute(_OPEN_LEASE, {"labeler_id": labeler_id}).first())
+    return lease_from(run(connection, _OPEN_LEASE, {"labeler_id": labeler_id}).first())
 
 
 def lease_from(row: AnyRow | None) -> Lease | None:
@@ -318,7 +318,7 @@ def extend_lease(
     """Keep an open task with its labeler while their page is open; False if it is gone."""
     until = (now or utc_now()) + rules.lease
     params = {"assignment_id": lease.id, "holder_id": lease.labeler_id, "until": until}
-    return rows_changed(connection.execute(_EXTEND, params)) == 1
+    return rows_changed(run(connection, _EXTEND, params)) == 1
 
 
 def _assign_shared(
@@ -329,7 +329,7 @@ def _assign_shared(
     candidates: Select[int],
 ) -> Lease | None:
     """Screening and QC questions go to every labeler once: no slot, no overlap."""
-    solution_id = connection.scalar(candidates, {"labeler_id": labeler.id})
+    solution_id = run(connection, candidates, {"labeler_id": labeler.id}).scalar()
     if solution_id is None:
         return None
     return _insert_lease(connection, labeler, rules, now, solution_id, slot=None)
@@ -339,11 +339,11 @@ def _assign_quality_control(
     connection: Connection, labeler: Labeler, rules: QueueRules, now: datetime
 ) -> Lease | None:
     """A QC question of the current round if the worker has opened generations, else any."""
-    round_ = connection.scalar(_QUALITY_CONTROL_ROUND)
+    round_ = run(connection, _QUALITY_CONTROL_ROUND).scalar()
     if round_ is None:
         return _assign_shared(connection, labeler, rules, now, _QUALITY_CONTROL)
     params = {"round": round_, "labeler_id": labeler.id}
-    solution_id = connection.scalar(_QUALITY_CONTROL_OF_ROUND, params)
+    solution_id = run(connection, _QUALITY_CONTROL_OF_ROUND, params).scalar()
     if solution_id is None:
         return None
     return _insert_lease(connection, labeler, rules, now, solution_id, None, qc_generation=round_)
@@ -362,9 +362,9 @@ def _assign_regular(
     # the first: a request that holds a lock and waits for another could deadlock.
     tried: list[int] = []
     for _ in range(CANDIDATES_PER_TRY):
-        row = connection.execute(_head_of_queue(tried, wait=False), params).first()
+        row = run(connection, _head_of_queue(tried, wait=False), params).first()
         if row is None and not tried:
-            row = connection.execute(_head_of_queue(tried, wait=True), params).first()
+            row = run(connection, _head_of_queue(tried, wait=True), params).first()
         if row is None:
             return None
         solution_id, overlap = row
@@ -390,7 +390,8 @@ def _claim_slot(
 ) -> Lease | None:
     """A free slot of the solution, or one whose lease expired; None if none is left."""
     until = now + rules.lease
-    claimed = connection.execute(
+    claimed = run(
+        connection,
         _INSERT_NEW_SLOT[connection.dialect.name],
         {
             "claimed": solution_id,
@@ -408,7 +409,8 @@ def _claim_slot(
         lease = _insert_lease(connection, labeler, rules, now, solution_id, slot)
         if lease is not None:
             return lease
-    taken_over = connection.execute(
+    taken_over = run(
+        connection,
         _TAKE_OVER,
         {"of_solution": solution_id, "taker_id": labeler.id, "now": now, "until": until},
     ).first()
@@ -427,7 +429,8 @@ def _insert_lease(
 ) -> Lease | None:
     """Insert the assignment; None if a concurrent request took that slot first."""
     expires_at = now + rules.lease
-    assignment_id = connection.scalar(
+    assignment_id = run(
+        connection,
         _INSERT[connection.dialect.name],
         {
             "solution_id": solution_id,
@@ -437,7 +440,7 @@ def _insert_lease(
             "expires_at": expires_at,
             "qc_generation": qc_generation,
         },
-    )
+    ).scalar()
     if assignment_id is None:
         return None
     return Lease(assignment_id, solution_id, labeler.id, slot, now, expires_at, qc_generation)

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.auth import LOGIN_COLUMNS, LOGIN_USER, Login, Viewer, viewer_of
 from app.config import Settings
+from app.db import run
 from app.labeling.queue import LEASE_COLUMNS, OPEN_LEASE, Lease, QueueRules, lease_from
 from app.labeling.submission import LEASED_TASKS, TASK_COLUMNS, LeasedTask, task_from
 from app.models import ASSIGNMENTS, PROBLEMS, SOLUTIONS, USERS, Label, User, utc_now
@@ -47,7 +48,7 @@ _LABELER_AND_TASK = (
 def labeler_and_open_lease(connection: Connection, login: Login) -> tuple[Viewer, Lease | None]:
     """The logged-in labeler (401 if the login ended) and their unfinished task, if any."""
     params = {"user_id": login.user_id, "labeler_id": login.user_id}
-    row = connection.execute(_LABELER_AND_OPEN_LEASE, params).first()
+    row = run(connection, _LABELER_AND_OPEN_LEASE, params).first()
     return viewer_of(row, login), lease_from(row)
 
 
@@ -56,7 +57,7 @@ def labeler_and_task(
 ) -> tuple[Viewer, LeasedTask | None]:
     """The logged-in labeler (401 if the login ended) and the task ``assignment_id``."""
     params = {"user_id": login.user_id, "assignment_id": assignment_id}
-    row = connection.execute(_LABELER_AND_TASK, params).first()
+    row = run(connection, _LABELER_AND_TASK, params).first()
     return viewer_of(row, login), task_from(row)
 
 
@@ -87,7 +88,7 @@ _TASK_CONTENT = (
 
 
 def task_view(connection: Connection, lease: Lease) -> TaskView:
-    content = connection.execute(_TASK_CONTENT, {"solution_id": lease.solution_id}).one()
+    content = run(connection, _TASK_CONTENT, {"solution_id": lease.solution_id}).one()
     steps = content.steps or []
     alternatives = list(content.alternatives or [])
     alternatives += [[] for _ in range(len(steps) - len(alternatives))]

@@ -22,7 +22,7 @@ from sqlalchemy import Connection, Insert, bindparam, case, exists, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from app.datasets.keys import content_key
-from app.db import AnyRow, insert_values, rows_changed
+from app.db import AnyRow, insert_values, rows_changed, run
 from app.labeling.queue import Labeler
 from app.models import (
     ASSIGNMENTS,
@@ -264,10 +264,11 @@ def save_label(
     now = now or utc_now()
     check_submission(task, submission)
     row = _label_row(task, labeler, submission, now)
-    label_id = connection.scalar(_INSERT_LABEL[connection.dialect.name], row)
+    label_id = run(connection, _INSERT_LABEL[connection.dialect.name], row).scalar()
     if label_id is None:
         return _saved_before(connection, row["dedupe_key"], labeler)
-    completed = connection.execute(
+    completed = run(
+        connection,
         _COMPLETE,
         {
             "assignment_id": task.assignment_id,
@@ -288,15 +289,17 @@ def save_label(
     ]
     insert_values(connection, STEP_COMPLETIONS, completions)
     if task.slot is not None:
-        connection.execute(
-            _COUNT_COMPLETION, {"counted_solution": task.solution_id, "default_overlap": overlap}
+        run(
+            connection,
+            _COUNT_COMPLETION,
+            {"counted_solution": task.solution_id, "default_overlap": overlap},
         )
     return SavedLabel(label_id, created=True)
 
 
 def _saved_before(connection: Connection, dedupe_key: str, labeler: Labeler) -> SavedLabel:
     """The label a first submit of this task stored; an error if it is someone else's."""
-    saved = connection.execute(_SAVED_LABEL, {"dedupe_key": dedupe_key}).one()
+    saved = run(connection, _SAVED_LABEL, {"dedupe_key": dedupe_key}).one()
     if saved.labeler_id != labeler.id:
         raise SubmissionError("this task is no longer yours: its lease ran out")
     return SavedLabel(saved.id, created=False)
