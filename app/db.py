@@ -1,17 +1,19 @@
 """Engine and sessions for SQLite (embedded default) and Postgres."""
 
 import asyncio
+import functools
 import json
 import time
+from collections import namedtuple
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any, Protocol, TypeVar, cast
 from weakref import WeakKeyDictionary
 
 from anyio import CapacityLimiter, to_thread
 from fastapi import Depends
-from psycopg.rows import namedtuple_row
 from sqlalchemy import (
     JSON,
     Boolean,
@@ -169,10 +171,11 @@ def core_transaction(engine: Engine | None = None) -> Iterator[Connection]:
 
 T = TypeVar("T")
 
-DATABASE_THREADS = 8
-"""Threads per process doing labeling requests' database work at once. More would not
-go faster (each holds the GIL between round trips) and they would queue on the GIL
-instead of on the event loop: the slowest requests got slower with 20."""
+DATABASE_THREADS = 2
+"""Threads per process doing labeling requests' database work at once. More do not go
+faster (each needs the GIL between round trips): requests then queue for the GIL, unfairly,
+instead of in order on the event loop. Under 64 labelers at once (bench/labeling_load.py),
+p99 latency was 205 ms with 2 threads a process, 350-500 ms with 8 and 20."""
 
 # Threads for the labeling requests, which do all their database work in one hop (see
 # in_database_thread). They are not the threads of ordinary routes: a request waiting here
@@ -215,22 +218,28 @@ def insert_values(connection: Connection, table: Table, rows: list[dict[str, Any
     """
     if not rows:
         return
-    names = list(rows[0])
-    json_columns = {name for name in names if isinstance(table.c[name].type, JSON)}
-    placeholder = _PLACEHOLDERS[connection.dialect.paramstyle]
-    row_sql = "(" + ", ".join([placeholder] * len(names)) + ")"
-    statement = f"INSERT INTO {table.name} ({', '.join(names)}) VALUES " + ", ".join(
-        [row_sql] * len(rows)
+    names = tuple(rows[0])
+    head, one_row, is_json = _insert_parts(table, names, connection.dialect.paramstyle)
+    values = tuple(
+        json.dumps(value) if json_column and value is not None else value
+        for row in rows
+        for value, json_column in zip((row[name] for name in names), is_json, strict=True)
     )
-    values = tuple(_plain(row[name], name in json_columns) for row in rows for name in names)
     driver_connection = connection.connection.driver_connection
     assert driver_connection is not None
-    driver_connection.cursor().execute(statement, values)
+    driver_connection.cursor().execute(head + ", ".join([one_row] * len(rows)), values)
 
 
-def _plain(value: Any, is_json: bool) -> Any:
-    # SQL NULL, not the JSON literal null, for absent values (as NullableJSON stores them).
-    return json.dumps(value) if is_json and value is not None else value
+@functools.cache
+def _insert_parts(
+    table: Table, names: tuple[str, ...], paramstyle: str
+) -> tuple[str, str, tuple[bool, ...]]:
+    """The INSERT's head, one row's placeholders, and which columns hold JSON."""
+    placeholder = _PLACEHOLDERS[paramstyle]
+    head = f"INSERT INTO {table.name} ({', '.join(names)}) VALUES "
+    one_row = "(" + ", ".join([placeholder] * len(names)) + ")"
+    # SQL NULL, not the JSON literal null, stays None (as NullableJSON stores it).
+    return head, one_row, tuple(isinstance(table.c[name].type, JSON) for name in names)
 
 
 class StatementResult(Protocol):
@@ -262,43 +271,58 @@ def run(
     params = params or {}
     if connection.dialect.name != "postgresql":
         return connection.execute(statement, params)
-    compiled = _driver_sql(statement, tuple(params), connection.dialect)
-    if compiled is None:
+    plain = _driver_statement(statement, tuple(params), connection.dialect)
+    if plain is None:
         return connection.execute(statement, params)
-    sql, defaults = compiled
     raw = connection.connection.driver_connection
     assert raw is not None
-    cursor = raw.cursor(row_factory=namedtuple_row)
-    cursor.execute(sql, {**defaults, **params})
-    return _DriverResult(cursor)
+    cursor = raw.cursor()
+    cursor.execute(plain.sql, {**plain.defaults, **params})
+    return _DriverResult(cursor, plain.row_type)
+
+
+@dataclass(frozen=True)
+class _DriverStatement:
+    sql: str
+    defaults: dict[str, Any]
+    """Values SQLAlchemy bound itself (literals in the statement)."""
+    row_type: Callable[[Sequence[Any]], Any] | None
+    """Makes a row with named columns of a result tuple; None for no rows."""
 
 
 _driver_statements: dict[tuple[int, tuple[str, ...]], tuple[Executable, Any]] = {}
 
 
-def _driver_sql(
+def _driver_statement(
     statement: Executable, keys: tuple[str, ...], dialect: Dialect
-) -> tuple[str, dict[str, Any]] | None:
-    """The statement's SQL and its literal parameters, if the driver can take it as is."""
+) -> _DriverStatement | None:
+    """The statement as the driver takes it, compiled once; None if it needs SQLAlchemy."""
     cache_key = (id(statement), keys)
     cached = _driver_statements.get(cache_key)
     if cached is not None and cached[0] is statement:  # the entry keeps the statement alive
-        return cast(tuple[str, dict[str, Any]] | None, cached[1])
+        return cast(_DriverStatement | None, cached[1])
     assert isinstance(statement, ClauseElement)
     compiled = cast(SQLCompiler, statement.compile(dialect=dialect, column_keys=list(keys)))
     binds = compiled.binds.values()
+    columns = compiled._result_columns
     plain = not (
         compiled.insert_prefetch
         or compiled.update_prefetch
         or any(bind.expanding or _needs_processing(bind.type, dialect) for bind in binds)
-        or any(
-            entry.type._cached_result_processor(dialect, None) is not None
-            for entry in compiled._result_columns
-        )
+        or any(entry.type._cached_result_processor(dialect, None) is not None for entry in columns)
     )
-    found = (compiled.string, dict(compiled.params)) if plain else None
+    # Rows are named from the compiled statement: asking the cursor for its description
+    # would build the column objects again on every execution.
+    row_type = _row_maker([entry.keyname for entry in columns]) if columns else None
+    found = _DriverStatement(compiled.string, dict(compiled.params), row_type) if plain else None
     _driver_statements[cache_key] = (statement, found)
     return found
+
+
+def _row_maker(names: list[str]) -> Callable[[Sequence[Any]], Any]:
+    row: Any = namedtuple("Row", names, rename=True)  # type: ignore[misc]
+    make: Callable[[Sequence[Any]], Any] = row._make
+    return make
 
 
 def _needs_processing(type_: TypeEngine[Any], dialect: Dialect) -> bool:
@@ -307,8 +331,9 @@ def _needs_processing(type_: TypeEngine[Any], dialect: Dialect) -> bool:
 
 
 class _DriverResult:
-    def __init__(self, cursor: Any) -> None:
+    def __init__(self, cursor: Any, row_type: Callable[[Sequence[Any]], Any] | None) -> None:
         self._cursor = cursor
+        self._row_type = row_type
 
     @property
     def rowcount(self) -> int:
@@ -316,7 +341,10 @@ class _DriverResult:
         return count
 
     def first(self) -> Any:
-        return self._cursor.fetchone() if self._cursor.description else None
+        if self._row_type is None:
+            return None
+        row = self._cursor.fetchone()
+        return None if row is None else self._row_type(row)
 
     def one(self) -> Any:
         row = self.first()
@@ -329,7 +357,9 @@ class _DriverResult:
         return None if row is None else row[0]
 
     def all(self) -> list[Any]:
-        return list(self._cursor.fetchall()) if self._cursor.description else []
+        if self._row_type is None:
+            return []
+        return [self._row_type(row) for row in self._cursor.fetchall()]
 
 
 def rows_changed(result: Result[Any] | StatementResult) -> int:

@@ -79,8 +79,8 @@ def test_run_gives_the_rows_sqlalchemy_gives(engine: Engine) -> None:
         assert db.rows_changed(db.run(connection, rename, {"pattern": "a%"})) == 2
         assert connection.scalar(select(func.count()).where(USERS.c.role == "admin")) == 2
     if engine.dialect.name == "postgresql":  # these went through the driver
-        assert db._driver_sql(by_name, ("wanted",), engine.dialect) is not None
-        assert db._driver_sql(rename, ("pattern",), engine.dialect) is not None
+        assert db._driver_statement(by_name, ("wanted",), engine.dialect) is not None
+        assert db._driver_statement(rename, ("pattern",), engine.dialect) is not None
 
 
 def test_run_leaves_statements_that_need_processing_to_sqlalchemy(engine: Engine) -> None:
@@ -95,7 +95,7 @@ def test_run_leaves_statements_that_need_processing_to_sqlalchemy(engine: Engine
         assert db.run(connection, stored).scalar() == value
     if engine.dialect.name == "postgresql":
         keys = ("key", "value", "updated_at")
-        assert db._driver_sql(upsert, keys, engine.dialect) is None
+        assert db._driver_statement(upsert, keys, engine.dialect) is None
 
 
 USER_DEFAULTS = {
