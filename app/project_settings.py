@@ -39,12 +39,12 @@ def set_value(session: Session, key: str, value: Any) -> None:
 
 CACHE_SECONDS = 5.0
 """Every labeling request reads the runtime settings: a change applies within this time."""
-_cached: dict[tuple[str, ...], tuple[float, dict[str, Any]]] = {}
+_cached: dict[tuple[Any, ...], tuple[float, dict[str, Any]]] = {}
 
 
 def runtime_settings(connection: Connection, settings: Settings) -> dict[str, Any]:
     """The RUNTIME_KEYS, each from the database where an admin set it, else the setting."""
-    key = (str(connection.engine.url), *(str(getattr(settings, k)) for k in RUNTIME_KEYS))
+    key = (connection.engine.url, *(getattr(settings, k) for k in RUNTIME_KEYS))
     hit = _cached.get(key)
     if hit is not None and time.monotonic() - hit[0] < CACHE_SECONDS:
         return hit[1]

@@ -25,7 +25,7 @@ and a new task usually costs three: the current lease, the head of the queue, th
 import random
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy import (
     ColumnElement,
@@ -50,6 +50,7 @@ from app.models import (
     ASSIGNMENTS,
     GENERATION_QUALITY_CONTROL,
     GOLD_LABELS,
+    PROBLEMS,
     SCREENING_GENERATION,
     SOLUTIONS,
     QueueState,
@@ -81,6 +82,17 @@ class Labeler(Protocol):
 
 
 @dataclass(frozen=True)
+class TaskContent:
+    """What a task shows: the problem and the solution's steps."""
+
+    problem: str
+    reference_answer: str | None
+    steps: list[str] | None
+    alternatives: list[list[str]] | None
+    style: str
+
+
+@dataclass(frozen=True)
 class Lease:
     """A task leased to a labeler: a row of ``assignments``."""
 
@@ -93,6 +105,8 @@ class Lease:
     expires_at: datetime
     qc_generation: int | None = None
     """The generation whose quality-control questions this one came from, if it is one."""
+    content: TaskContent | None = None
+    """What the task shows, when the query that found the task fetched it too."""
 
 
 _A = ASSIGNMENTS.c
@@ -107,6 +121,15 @@ LEASE_COLUMNS = (
     _A.qc_generation,
 )
 
+CONTENT_COLUMNS = (
+    PROBLEMS.c.text.label("problem_text"),
+    PROBLEMS.c.ground_truth_answer.label("reference_answer"),
+    _S.steps,
+    _S.alternatives,
+    _S.style,
+)
+"""What ``content_from`` reads, from the solution joined with its problem."""
+WITH_CONTENT = (SOLUTIONS.c.problem_id == PROBLEMS.c.id,)
 OPEN_LEASE = and_(_A.labeler_id == bindparam("labeler_id"), _A.completed_at.is_(None))
 """A labeler's unfinished task: the first by id, should there be two (two tabs at once)."""
 _OPEN_LEASE = select(*LEASE_COLUMNS).where(OPEN_LEASE).order_by(_A.id).limit(1)
@@ -170,8 +193,10 @@ def _slot_count(*conditions: ColumnElement[bool]) -> ScalarSelect[int]:
 
 _OVERLAP = func.coalesce(_S.overlap, bindparam("overlap"))
 _LIVE = or_(_A.completed_at.is_not(None), _A.expires_at > bindparam("now"))
+# The candidate comes with its content: a claim then needs no query to show the task.
 _REGULAR = (
-    select(_S.id, _OVERLAP.label("overlap"))
+    select(_S.id, _OVERLAP.label("overlap"), *CONTENT_COLUMNS)
+    .join_from(SOLUTIONS, PROBLEMS, *WITH_CONTENT)
     .where(
         _S.queue_state == QueueState.OPEN.value,
         _S.generation != SCREENING_GENERATION,
@@ -276,6 +301,16 @@ def lease_from(row: AnyRow | None) -> Lease | None:
         row.leased_at,
         row.expires_at,
         row.qc_generation,
+        content_from(row) if hasattr(row, "problem_text") else None,
+    )
+
+
+def content_from(row: AnyRow) -> TaskContent | None:
+    """The TaskContent in a row of CONTENT_COLUMNS; None for an outer join's nulls."""
+    if row.problem_text is None:
+        return None
+    return TaskContent(
+        row.problem_text, row.reference_answer, row.steps, row.alternatives, row.style
     )
 
 
@@ -367,15 +402,14 @@ def _assign_regular(
             row = run(connection, _head_of_queue(tried, wait=True), params).first()
         if row is None:
             return None
-        solution_id, overlap = row
-        lease = _claim_slot(connection, labeler, rules, now, solution_id, overlap)
+        lease = _claim_slot(connection, labeler, rules, now, row.id, row.overlap)
         if lease is not None:
-            return lease
-        tried.append(solution_id)
+            return replace(lease, content=content_from(row))
+        tried.append(row.id)
     return None
 
 
-def _head_of_queue(tried: list[int], *, wait: bool) -> Select[int, int]:
+def _head_of_queue(tried: list[int], *, wait: bool) -> Select[*tuple[Any, ...]]:
     head = _HEAD_WAIT if wait else _HEAD_UNLOCKED
     return head.where(_S.id.not_in(tried)) if tried else head
 

@@ -11,7 +11,16 @@ from sqlalchemy.orm import Session
 from app.auth import LOGIN_COLUMNS, LOGIN_USER, Login, Viewer, viewer_of
 from app.config import Settings
 from app.db import run
-from app.labeling.queue import LEASE_COLUMNS, OPEN_LEASE, Lease, QueueRules, lease_from
+from app.labeling.queue import (
+    CONTENT_COLUMNS,
+    LEASE_COLUMNS,
+    OPEN_LEASE,
+    WITH_CONTENT,
+    Lease,
+    QueueRules,
+    content_from,
+    lease_from,
+)
 from app.labeling.submission import LEASED_TASKS, TASK_COLUMNS, LeasedTask, task_from
 from app.models import ASSIGNMENTS, PROBLEMS, SOLUTIONS, USERS, Label, User, utc_now
 from app.project_settings import get_value, runtime_settings, set_value
@@ -32,8 +41,12 @@ def queue_rules(connection: Connection, settings: Settings) -> QueueRules:
 # A labeling request checks the login with the query it starts with anyway (one round
 # trip fewer): the user's row, outer-joined with what the request needs.
 _LABELER_AND_OPEN_LEASE = (
-    select(*LOGIN_COLUMNS, *LEASE_COLUMNS)
-    .select_from(USERS.outerjoin(ASSIGNMENTS, OPEN_LEASE))
+    select(*LOGIN_COLUMNS, *LEASE_COLUMNS, *CONTENT_COLUMNS)
+    .select_from(
+        USERS.outerjoin(ASSIGNMENTS, OPEN_LEASE)
+        .outerjoin(SOLUTIONS, ASSIGNMENTS.c.solution_id == SOLUTIONS.c.id)
+        .outerjoin(PROBLEMS, *WITH_CONTENT)
+    )
     .where(LOGIN_USER)
     .order_by(ASSIGNMENTS.c.id)
     .limit(1)
@@ -75,27 +88,24 @@ class TaskView:
 
 
 _TASK_CONTENT = (
-    select(
-        PROBLEMS.c.text,
-        PROBLEMS.c.ground_truth_answer,
-        SOLUTIONS.c.steps,
-        SOLUTIONS.c.alternatives,
-        SOLUTIONS.c.style,
-    )
-    .join_from(SOLUTIONS, PROBLEMS, SOLUTIONS.c.problem_id == PROBLEMS.c.id)
+    select(*CONTENT_COLUMNS)
+    .join_from(SOLUTIONS, PROBLEMS, *WITH_CONTENT)
     .where(SOLUTIONS.c.id == bindparam("solution_id"))
 )
 
 
 def task_view(connection: Connection, lease: Lease) -> TaskView:
-    content = run(connection, _TASK_CONTENT, {"solution_id": lease.solution_id}).one()
+    content = lease.content or content_from(
+        run(connection, _TASK_CONTENT, {"solution_id": lease.solution_id}).one()
+    )
+    assert content is not None
     steps = content.steps or []
     alternatives = list(content.alternatives or [])
     alternatives += [[] for _ in range(len(steps) - len(alternatives))]
     return TaskView(
         assignment_id=lease.id,
-        problem=content.text,
-        reference_answer=content.ground_truth_answer,
+        problem=content.problem,
+        reference_answer=content.reference_answer,
         steps=steps,
         alternatives=alternatives[: len(steps)],
         style=content.style,
