@@ -1,5 +1,7 @@
-"""SQL building blocks the dashboard's figures share, written once for SQLite and Postgres.
+"""Building blocks the dashboard's figures share; the SQL ones are written once for SQLite
+and Postgres.
 
+- ``share``: a part of a whole, or None where the whole is empty (never a made-up 0).
 - ``epoch_seconds``: whole seconds since 1970 of a naive UTC timestamp, the base of
   fixed-width time buckets (Postgres's ``date_trunc`` has no SQLite twin, and SQLite's
   ``strftime`` no Postgres one).
@@ -25,6 +27,11 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
+
+
+def share(part: int, whole: int) -> float | None:
+    """``part / whole``; None for an empty whole."""
+    return part / whole if whole else None
 
 
 class epoch_seconds(FunctionElement[int]):

@@ -1,8 +1,11 @@
-"""The agreement pages and API over HTTP: access, the same numbers on page and JSON, updates."""
+"""The agreement pages and API over HTTP: access, the same numbers on page and JSON, updates.
+
+The project has regular labels by five labelers and answers to QC and screening questions."""
 
 import html
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -10,8 +13,15 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.main import create_app
-from app.templating import coefficient, percent
-from tests.admin.projects import LABELERS, Stored, random_project, store
+from app.templating import decimal, number, percent
+from tests.admin.projects import (
+    LABELERS,
+    Stored,
+    random_gold_questions,
+    random_project,
+    store,
+    store_gold,
+)
 from tests.factories import make_rated_label, make_solution, make_user
 from tests.web import add_user, admin_client, log_in
 
@@ -29,6 +39,7 @@ def client(engine: Engine) -> Iterator[TestClient]:
 def project(engine: Engine) -> Stored:
     with Session(engine, expire_on_commit=False) as session:
         stored = store(session, random_project(seed=11, generations=(0, 1)))
+        store_gold(session, random_gold_questions(seed=12), stored.users)
         session.commit()
     return stored
 
@@ -38,6 +49,19 @@ def cell(page: str, element_id: str) -> str:
     match = re.search(rf'id="{element_id}">([^<]*)<', page)
     assert match, f"no #{element_id} on the page"
     return html.unescape(match.group(1)).strip()
+
+
+def gold_cells(comparison: dict[str, Any]) -> list[str]:
+    """The page's cells of a comparison with gold: answers, steps agree, first error agrees."""
+    return [
+        number(comparison["answers"]),
+        percent(comparison["step_accuracy"]),
+        percent(comparison["first_error_accuracy"]),
+    ]
+
+
+def verdict(passes: bool | None) -> str:
+    return {None: "no gold yet", True: "passes", False: "below threshold"}[passes]
 
 
 def row_cells(page: str, row_id: str) -> list[str]:
@@ -72,8 +96,8 @@ def test_the_page_shows_the_numbers_of_the_json(
     report = client.get(APIS[0]).json()
     page = client.get(PAGES[0]).text
     overall = report["overall"]
-    assert cell(page, "overall-krippendorff_alpha") == coefficient(overall["krippendorff_alpha"])
-    assert cell(page, "overall-fleiss_kappa") == coefficient(overall["fleiss_kappa"])
+    assert cell(page, "overall-krippendorff_alpha") == decimal(overall["krippendorff_alpha"])
+    assert cell(page, "overall-fleiss_kappa") == decimal(overall["fleiss_kappa"])
     assert cell(page, "overall-observed_agreement") == percent(overall["observed_agreement"])
     first_error = overall["first_error"]
     assert cell(page, "overall-first_error_exact") == percent(first_error["exact"])
@@ -82,18 +106,23 @@ def test_the_page_shows_the_numbers_of_the_json(
     )
     assert cell(page, "overall-finish_reason") == percent(overall["finish_reason"]["agreement"])
     assert cell(page, "overall-solutions") == str(overall["solutions"])
+    qc = report["quality_control"]
+    assert qc["answers"] > 0
+    assert cell(page, "overall-qc_step_accuracy") == percent(qc["step_accuracy"])
+    assert cell(page, "overall-qc_first_error_accuracy") == percent(qc["first_error_accuracy"])
 
     for row in report["by_generation"]:
         assert row_cells(page, f"generation-{row['generation']}") == [
             str(row["generation"]),
             str(row["solutions"]),
             str(row["steps"]),
-            coefficient(row["krippendorff_alpha"]),
-            coefficient(row["fleiss_kappa"]),
+            decimal(row["krippendorff_alpha"]),
+            decimal(row["fleiss_kappa"]),
             percent(row["observed_agreement"]),
             percent(row["first_error"]["exact"]),
             percent(row["first_error"]["within_one_step"]),
             percent(row["finish_reason"]["agreement"]),
+            *gold_cells(row["quality_control"]),
         ]
     for row in report["labelers"]:
         assert row_cells(page, f"labeler-{row['labeler']['id']}") == [
@@ -101,16 +130,28 @@ def test_the_page_shows_the_numbers_of_the_json(
             str(row["labels"]),
             str(row["shared_steps"]),
             percent(row["observed_agreement"]),
-            coefficient(row["kappa"]),
+            decimal(row["kappa"]),
+            *gold_cells(row["quality_control"]),
+            verdict(row["passes_quality_control"]),
+            percent(row["screening"]["step_accuracy"]),
+            verdict(row["passes_screening"]),
             percent(row["flag_rate"]),
             percent(row["give_up_rate"]),
             percent(row["bad_problem_rate"]),
         ]
+    # The quality-control page's own JSON has the same figures against gold.
+    quality = {row["labeler_id"]: row for row in client.get("/api/admin/quality").json()}
+    for row in report["labelers"]:
+        same = quality[row["labeler"]["id"]]
+        assert (row["quality_control"], row["screening"]) == (
+            same["quality_control"],
+            same["screening"],
+        )
     matrix = page[page.index('id="kappa-matrix"') :]
     for pair in report["pairs"]:
         names = f"{pair['first']['name']} and {pair['second']['name']}: "
         shown = re.search(re.escape(names) + r'[^"]*">([^<]*)</td>', matrix)
-        assert shown and shown.group(1) == coefficient(pair["cohen_kappa"], 2), names
+        assert shown and shown.group(1) == decimal(pair["cohen_kappa"], 2), names
     assert len(report["labelers"]) == len(LABELERS)
 
 
@@ -124,9 +165,7 @@ def test_a_generation_filter_narrows_page_and_json(
     (generation_one,) = [row for row in whole["by_generation"] if row["generation"] == 1]
     assert one["overall"]["steps"] == generation_one["steps"] < whole["overall"]["steps"]
     page = client.get(PAGES[0], params={"generation": 1}).text
-    assert cell(page, "overall-krippendorff_alpha") == coefficient(
-        generation_one["krippendorff_alpha"]
-    )
+    assert cell(page, "overall-krippendorff_alpha") == decimal(generation_one["krippendorff_alpha"])
     assert '<a href="/admin/agreement?generation=1" aria-current="page">' in page
     assert client.get(APIS[0], params={"generation": "first"}).status_code == 422
 
@@ -137,8 +176,9 @@ def test_the_figures_move_when_a_label_arrives(
     admin_client(client, engine)
     before = client.get(APIS[0]).json()["overall"]
     fragment = client.get(PAGES[0], headers={"HX-Request": "true"}).text
-    assert fragment.startswith('<div id="agreement-figures"')
-    assert 'hx-trigger="every 30s"' in fragment and "<html" not in fragment
+    assert fragment.startswith('<div id="figures"')
+    assert 'hx-trigger="every 30s, dashboard-refresh from:body"' in fragment
+    assert "<html" not in fragment
 
     with Session(engine) as session:
         newcomer = make_user(session, "newcomer")
@@ -154,8 +194,33 @@ def test_the_figures_move_when_a_label_arrives(
     assert after["labels"] == before["labels"] + 1
     assert after["krippendorff_alpha"] != before["krippendorff_alpha"]
     refreshed = client.get(PAGES[0], headers={"HX-Request": "true"}).text
-    assert cell(refreshed, "overall-krippendorff_alpha") == coefficient(after["krippendorff_alpha"])
+    assert cell(refreshed, "overall-krippendorff_alpha") == decimal(after["krippendorff_alpha"])
     assert "newcomer" in refreshed
+
+
+def test_the_overview_shows_the_headline_agreement_and_follows_new_labels(
+    client: TestClient, engine: Engine, project: Stored
+) -> None:
+    admin_client(client, engine)
+    overall = client.get(APIS[0]).json()["overall"]
+    assert client.get("/api/admin/overview").json()["agreement"] == overall
+    page = client.get("/admin").text
+    assert cell(page, "agreement-alpha") == decimal(overall["krippendorff_alpha"])
+    tile = page[: page.index('id="agreement-alpha"')].rsplit("<dt>", 1)[1]
+    assert '<a href="/admin/agreement">' in tile
+    assert f"{overall['steps']:,} shared steps" in page
+
+    with Session(engine) as session:
+        newcomer = make_user(session, "newcomer")
+        solution = project.solutions[1]
+        make_rated_label(session, newcomer, solution, [-1])
+        session.commit()
+    after = client.get(APIS[0]).json()["overall"]
+    assert after["steps"] >= overall["steps"] and after["ratings"] == overall["ratings"] + 1
+    fragment = client.get("/admin", headers={"HX-Request": "true"}).text
+    assert fragment.startswith('<div id="figures"') and "<html" not in fragment
+    assert cell(fragment, "agreement-alpha") == decimal(after["krippendorff_alpha"])
+    assert f"{after['steps']:,} shared steps" in fragment
 
 
 def test_the_drill_down_pages_match_their_json(
