@@ -3,7 +3,8 @@
 Nothing here is copied from MATH or any other dataset: every problem is drawn from a template
 with random numbers, and every solution is worked out by code, step by step. Some solutions
 carry a planted slip (a wrong sum or a dropped sign at one step) that propagates to a wrong
-final answer, so a new user has real mistakes to find.
+final answer, so a new user has real mistakes to find. A few more solutions come with their
+answer key (:func:`demo_gold_solutions`), to serve as quality-control questions.
 
 The number in a problem's ``unique_id`` (``demo/algebra/4321.json``) is the seed its problem
 was drawn from, so :func:`demo_solutions` can rebuild a problem from its record alone. The
@@ -11,7 +12,7 @@ numbers are stable only for one version of this module's list of families.
 """
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from random import Random
@@ -618,13 +619,35 @@ def _kinds(rng: Random, per_problem: int) -> list[Kind]:
     return kinds
 
 
-def _problem_solutions(
-    record: dict[str, object], seed: int, per_problem: int
-) -> list[dict[str, object]]:
+def _score(kind: Kind, rng: Random) -> float:
+    """A verifier-like score: higher for correct solutions, on average."""
+    return round(min(1.0, max(0.0, rng.gauss(_SCORE_MEANS[kind], 0.16))), 3)
+
+
+def _solution_line(uid: str, steps: list[str], answer: str, score: float) -> dict[str, object]:
+    """A solution as ``steplabel import solutions`` reads it."""
+    return {
+        "unique_id": uid,
+        "steps": steps,
+        "answer": answer,
+        "generator": GENERATOR,
+        "score": score,
+    }
+
+
+def _drawn_problem(record: dict[str, object]) -> tuple[str, DemoProblem]:
+    """The record's ``unique_id`` and the problem drawn from it, checked against its text."""
     uid = str(record["unique_id"])
     problem = draw_problem(problem_number(uid))
     if problem.text != record["problem"]:
         raise ValueError(f"{uid} is not the demo problem it names")
+    return uid, problem
+
+
+def _problem_solutions(
+    record: dict[str, object], seed: int, per_problem: int
+) -> list[dict[str, object]]:
+    uid, problem = _drawn_problem(record)
     # Seeded per problem, so a problem's solutions do not depend on the rest of the list.
     rng = Random(f"{seed}:{uid}")
     solutions: list[dict[str, object]] = []
@@ -632,16 +655,7 @@ def _problem_solutions(
     for kind in _kinds(rng, per_problem):
         steps, answer = _fresh_solution(problem, kind, rng, seen)
         seen.add(tuple(steps))
-        score = min(1.0, max(0.0, rng.gauss(_SCORE_MEANS[kind], 0.16)))
-        solutions.append(
-            {
-                "unique_id": uid,
-                "steps": steps,
-                "answer": tex(answer),
-                "generator": GENERATOR,
-                "score": round(score, 3),
-            }
-        )
+        solutions.append(_solution_line(uid, steps, tex(answer), _score(kind, rng)))
     return solutions
 
 
@@ -658,3 +672,74 @@ def demo_solutions(
         for record in problems
         for solution in _problem_solutions(record, seed, per_problem)
     ]
+
+
+GOLD_SEED = 2
+
+
+@dataclass(frozen=True)
+class GoldSolution:
+    """A demo solution with its answer key, fit to be a quality-control question's gold label:
+    every step rated +1 up to the planted slip, which is rated -1 (``found_error``), or every
+    step +1 where there is no slip (``solution``)."""
+
+    unique_id: str
+    steps: list[str]
+    answer: str
+    score: float
+    ratings: list[int]
+    finish_reason: Literal["found_error", "solution"]
+
+    def line(self) -> dict[str, object]:
+        """The solution as :func:`demo_solutions` writes them."""
+        return _solution_line(self.unique_id, self.steps, self.answer, self.score)
+
+
+def demo_gold_solutions(
+    problems: list[dict[str, object]],
+    taken: Iterable[dict[str, object]] = (),
+    seed: int = GOLD_SEED,
+) -> list[GoldSolution]:
+    """One more solution of each problem, alternately with a slip and correct, with its
+    answer key; none repeats the steps of a solution in ``taken`` (lines of the same shape)."""
+    seen = {_steps_key(line["unique_id"], line["steps"]) for line in taken}
+    kinds: tuple[Kind, Kind] = ("wrong", "correct")
+    return [
+        _gold_solution(record, kinds[index % 2], seed, seen)
+        for index, record in enumerate(problems)
+    ]
+
+
+def _steps_key(uid: object, steps: object) -> str:
+    return f"{uid}\n{steps!r}"
+
+
+def _gold_solution(
+    record: dict[str, object], kind: Kind, seed: int, seen: set[str]
+) -> GoldSolution:
+    uid, problem = _drawn_problem(record)
+    rng = Random(f"gold:{seed}:{uid}")
+    scratch = Scratch()
+    correct = problem.solve(scratch)[1]
+    for _ in range(_ATTEMPTS):
+        slip = _slip(rng, scratch.computed) if kind == "wrong" else None
+        phrasing = rng.getstate()
+        try:
+            steps, answer = problem.solve(Scratch(rng, slip))
+        except ZeroDivisionError:
+            continue
+        finished = _finish(steps, answer)
+        if (answer != correct) != (kind == "wrong") or _steps_key(uid, finished) in seen:
+            continue
+        # The same phrasing without the slip: the first step that reads differently is
+        # the first one that states a wrong value, the first error.
+        replay = Random()
+        replay.setstate(phrasing)
+        right = problem.solve(Scratch(replay))[0]
+        differ = (i for i, pair in enumerate(zip(steps, right, strict=True)) if pair[0] != pair[1])
+        first_error = next(differ, None)
+        written = (uid, finished, tex(answer), _score(kind, rng))
+        if first_error is None:
+            return GoldSolution(*written, [1] * len(steps), "solution")
+        return GoldSolution(*written, [1] * first_error + [-1], "found_error")
+    raise RuntimeError(f"cannot write another distinct {kind} solution for: {problem.text}")
