@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
+    Select,
     SQLColumnExpression,
     func,
     null,
@@ -78,33 +79,28 @@ def bucket_index(
     return (epoch_seconds(column) - to_epoch(start)) // int(width.total_seconds())
 
 
-def grouped_medians(
-    session: Session,
-    value: SQLColumnExpression[Any],
-    group: SQLColumnExpression[Any],
-    *where: SQLColumnExpression[bool],
-) -> dict[Hashable, float]:
-    """The median of ``value`` (nulls left out) per ``group`` (never null), and over all
-    the rows under the key None, of the rows ``where`` keeps; one statement.
+def grouped_medians(session: Session, rows: Select[Any, Any]) -> dict[Hashable, float]:
+    """The median of the second column of ``rows`` per value of the first (never null), and
+    over all the rows under the key None; rows whose second column is null are left out.
+    One statement.
 
     Rows are ranked within their group and overall; a median is the middle row, or the
-    mean of the two middle rows of an even count. ``value`` is computed once per row.
+    mean of the two middle rows of an even count. Each row is computed once.
     """
-    values = (
-        select(group.label("group_key"), value.label("value"))
-        .where(value.is_not(None), *where)
-        .subquery("median_values")
+    group_key, value = rows.subquery("median_rows").c
+    # Window functions see the rows the WHERE keeps: nulls are neither ranked nor counted.
+    ranked = (
+        select(
+            group_key.label("group_key"),
+            value.label("value"),
+            func.row_number().over(partition_by=group_key, order_by=value).label("in_group"),
+            func.count().over(partition_by=group_key).label("group_size"),
+            func.row_number().over(order_by=value).label("overall"),
+            func.count().over().label("size"),
+        )
+        .where(value.is_not(None))
+        .cte("ranked_values")
     )
-    ranked = select(
-        values.c.group_key,
-        values.c.value,
-        func.row_number()
-        .over(partition_by=values.c.group_key, order_by=values.c.value)
-        .label("in_group"),
-        func.count().over(partition_by=values.c.group_key).label("group_size"),
-        func.row_number().over(order_by=values.c.value).label("overall"),
-        func.count().over().label("size"),
-    ).cte("ranked_values")
     per_group = (
         select(ranked.c.group_key, func.avg(ranked.c.value))
         .where(_middle(ranked.c.in_group, ranked.c.group_size))
@@ -113,8 +109,8 @@ def grouped_medians(
     overall = select(null(), func.avg(ranked.c.value)).where(
         _middle(ranked.c.overall, ranked.c.size)
     )
-    rows = session.execute(union_all(per_group, overall))
-    return {key: float(median) for key, median in rows if median is not None}
+    medians = session.execute(union_all(per_group, overall))
+    return {key: float(median) for key, median in medians if median is not None}
 
 
 def _middle(position: ColumnElement[int], size: ColumnElement[int]) -> ColumnElement[bool]:

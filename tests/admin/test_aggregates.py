@@ -58,12 +58,13 @@ def test_grouped_medians_match_statistics_median(session: Session) -> None:
     make_label(session, labelers["odd"], solution, [[1]], total_time=None)
 
     everything = [value for values in times.values() for value in values]
-    medians = grouped_medians(session, Label.total_time, Label.labeler_id)
+    medians = grouped_medians(session, select(Label.labeler_id, Label.total_time))
     assert medians == {
         **{labelers[name].id: statistics.median(values) for name, values in times.items()},
         None: statistics.median(everything),
     }
-    long = grouped_medians(session, Label.total_time, Label.labeler_id, Label.total_time > 2_000)
+    times_over_2s = select(Label.labeler_id, Label.total_time).where(Label.total_time > 2_000)
+    long = grouped_medians(session, times_over_2s)
     assert long == {
         labelers["odd"].id: statistics.median([5_000, 3_000]),
         labelers["even"].id: statistics.median([4_000, 10_000]),
@@ -73,4 +74,4 @@ def test_grouped_medians_match_statistics_median(session: Session) -> None:
 
 
 def test_grouped_medians_of_nothing_is_empty(session: Session) -> None:
-    assert grouped_medians(session, Label.total_time, Label.labeler_id) == {}
+    assert grouped_medians(session, select(Label.labeler_id, Label.total_time)) == {}
