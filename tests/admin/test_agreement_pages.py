@@ -4,7 +4,6 @@ The project has regular labels by five labelers and answers to QC and screening 
 
 import html
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,7 +11,6 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.main import create_app
 from app.templating import decimal, number, percent
 from tests.admin.projects import (
     LABELERS,
@@ -27,12 +25,6 @@ from tests.web import add_user, admin_client, log_in
 
 PAGES = ("/admin/agreement", "/admin/agreement/items")
 APIS = ("/api/admin/agreement", "/api/admin/agreement/items")
-
-
-@pytest.fixture
-def client(engine: Engine) -> Iterator[TestClient]:
-    with TestClient(create_app()) as client:
-        yield client
 
 
 @pytest.fixture
@@ -73,28 +65,28 @@ def row_cells(page: str, row_id: str) -> list[str]:
 
 
 def test_a_labeler_gets_403_from_every_agreement_page_and_api(
-    client: TestClient, engine: Engine, project: Stored
+    app_client: TestClient, engine: Engine, project: Stored
 ) -> None:
     add_user(engine, "lee")
-    log_in(client, "lee")
+    log_in(app_client, "lee")
     solution_id = project.solutions[0].id
     for path in (*PAGES, *APIS, f"{PAGES[1]}/{solution_id}", f"{APIS[1]}/{solution_id}"):
-        response = client.get(path)
+        response = app_client.get(path)
         assert response.status_code == 403, path
         assert "kappa" not in response.text.lower()
 
 
-def test_logged_out_pages_go_to_login_and_the_api_answers_401(client: TestClient) -> None:
-    assert client.get(PAGES[0], follow_redirects=False).status_code == 303
-    assert client.get(APIS[0]).status_code == 401
+def test_logged_out_pages_go_to_login_and_the_api_answers_401(app_client: TestClient) -> None:
+    assert app_client.get(PAGES[0], follow_redirects=False).status_code == 303
+    assert app_client.get(APIS[0]).status_code == 401
 
 
 def test_the_page_shows_the_numbers_of_the_json(
-    client: TestClient, engine: Engine, project: Stored
+    app_client: TestClient, engine: Engine, project: Stored
 ) -> None:
-    admin_client(client, engine)
-    report = client.get(APIS[0]).json()
-    page = client.get(PAGES[0]).text
+    admin_client(app_client, engine)
+    report = app_client.get(APIS[0]).json()
+    page = app_client.get(PAGES[0]).text
     overall = report["overall"]
     assert cell(page, "overall-krippendorff_alpha") == decimal(overall["krippendorff_alpha"])
     assert cell(page, "overall-fleiss_kappa") == decimal(overall["fleiss_kappa"])
@@ -140,7 +132,7 @@ def test_the_page_shows_the_numbers_of_the_json(
             percent(row["bad_problem_rate"]),
         ]
     # The quality-control page's own JSON has the same figures against gold.
-    quality = {row["labeler_id"]: row for row in client.get("/api/admin/quality").json()}
+    quality = {row["labeler_id"]: row for row in app_client.get("/api/admin/quality").json()}
     for row in report["labelers"]:
         same = quality[row["labeler"]["id"]]
         assert (row["quality_control"], row["screening"]) == (
@@ -156,26 +148,26 @@ def test_the_page_shows_the_numbers_of_the_json(
 
 
 def test_a_generation_filter_narrows_page_and_json(
-    client: TestClient, engine: Engine, project: Stored
+    app_client: TestClient, engine: Engine, project: Stored
 ) -> None:
-    admin_client(client, engine)
-    whole = client.get(APIS[0]).json()
-    one = client.get(APIS[0], params={"generation": 1}).json()
+    admin_client(app_client, engine)
+    whole = app_client.get(APIS[0]).json()
+    one = app_client.get(APIS[0], params={"generation": 1}).json()
     assert one["generation"] == 1
     (generation_one,) = [row for row in whole["by_generation"] if row["generation"] == 1]
     assert one["overall"]["steps"] == generation_one["steps"] < whole["overall"]["steps"]
-    page = client.get(PAGES[0], params={"generation": 1}).text
+    page = app_client.get(PAGES[0], params={"generation": 1}).text
     assert cell(page, "overall-krippendorff_alpha") == decimal(generation_one["krippendorff_alpha"])
     assert '<a href="/admin/agreement?generation=1" aria-current="page">' in page
-    assert client.get(APIS[0], params={"generation": "first"}).status_code == 422
+    assert app_client.get(APIS[0], params={"generation": "first"}).status_code == 422
 
 
 def test_the_figures_move_when_a_label_arrives(
-    client: TestClient, engine: Engine, project: Stored
+    app_client: TestClient, engine: Engine, project: Stored
 ) -> None:
-    admin_client(client, engine)
-    before = client.get(APIS[0]).json()["overall"]
-    fragment = client.get(PAGES[0], headers={"HX-Request": "true"}).text
+    admin_client(app_client, engine)
+    before = app_client.get(APIS[0]).json()["overall"]
+    fragment = app_client.get(PAGES[0], headers={"HX-Request": "true"}).text
     assert fragment.startswith('<div id="figures"')
     assert 'hx-trigger="every 30s, dashboard-refresh from:body"' in fragment
     assert "<html" not in fragment
@@ -189,22 +181,22 @@ def test_the_figures_move_when_a_label_arrives(
         )
         session.commit()
 
-    after = client.get(APIS[0]).json()["overall"]
+    after = app_client.get(APIS[0]).json()["overall"]
     assert after["ratings"] > before["ratings"]
     assert after["labels"] == before["labels"] + 1
     assert after["krippendorff_alpha"] != before["krippendorff_alpha"]
-    refreshed = client.get(PAGES[0], headers={"HX-Request": "true"}).text
+    refreshed = app_client.get(PAGES[0], headers={"HX-Request": "true"}).text
     assert cell(refreshed, "overall-krippendorff_alpha") == decimal(after["krippendorff_alpha"])
     assert "newcomer" in refreshed
 
 
 def test_the_overview_shows_the_headline_agreement_and_follows_new_labels(
-    client: TestClient, engine: Engine, project: Stored
+    app_client: TestClient, engine: Engine, project: Stored
 ) -> None:
-    admin_client(client, engine)
-    overall = client.get(APIS[0]).json()["overall"]
-    assert client.get("/api/admin/overview").json()["agreement"] == overall
-    page = client.get("/admin").text
+    admin_client(app_client, engine)
+    overall = app_client.get(APIS[0]).json()["overall"]
+    assert app_client.get("/api/admin/overview").json()["agreement"] == overall
+    page = app_client.get("/admin").text
     assert cell(page, "agreement-alpha") == decimal(overall["krippendorff_alpha"])
     tile = page[: page.index('id="agreement-alpha"')].rsplit("<dt>", 1)[1]
     assert '<a href="/admin/agreement">' in tile
@@ -215,21 +207,21 @@ def test_the_overview_shows_the_headline_agreement_and_follows_new_labels(
         solution = project.solutions[1]
         make_rated_label(session, newcomer, solution, [-1])
         session.commit()
-    after = client.get(APIS[0]).json()["overall"]
+    after = app_client.get(APIS[0]).json()["overall"]
     assert after["steps"] >= overall["steps"] and after["ratings"] == overall["ratings"] + 1
-    fragment = client.get("/admin", headers={"HX-Request": "true"}).text
+    fragment = app_client.get("/admin", headers={"HX-Request": "true"}).text
     assert fragment.startswith('<div id="figures"') and "<html" not in fragment
     assert cell(fragment, "agreement-alpha") == decimal(after["krippendorff_alpha"])
     assert f"{after['steps']:,} shared steps" in fragment
 
 
 def test_the_drill_down_pages_match_their_json(
-    client: TestClient, engine: Engine, project: Stored
+    app_client: TestClient, engine: Engine, project: Stored
 ) -> None:
-    admin_client(client, engine)
-    items = client.get(APIS[1]).json()
+    admin_client(app_client, engine)
+    items = app_client.get(APIS[1]).json()
     assert items["total"] > 0 and items["items"][0]["rank"] == 1
-    page = client.get(PAGES[1]).text
+    page = app_client.get(PAGES[1]).text
     for item in items["items"]:
         cells = row_cells(page, f"item-{item['solution_id']}")
         assert cells[:2] == [str(item["rank"]), str(item["solution_id"])]
@@ -237,8 +229,8 @@ def test_the_drill_down_pages_match_their_json(
         assert cells[4:6] == [f"{item['score']:.2f}", progress]
 
     top = items["items"][0]["solution_id"]
-    detail = client.get(f"{APIS[1]}/{top}").json()
-    item_page = client.get(f"{PAGES[1]}/{top}").text
+    detail = app_client.get(f"{APIS[1]}/{top}").json()
+    item_page = app_client.get(f"{PAGES[1]}/{top}").text
     for label in detail["labels"]:
         assert f'<th scope="col" class="labeler-column">{label["labeler"]["name"]}' in item_page
     ratings = re.findall(r'<td class="rating-cell (\w+)">', item_page)
@@ -248,12 +240,12 @@ def test_the_drill_down_pages_match_their_json(
         for step in (label["steps"][index] for label in detail["labels"])
     ]
     assert ratings == expected
-    assert client.get(f"{PAGES[1]}/999999").status_code == 404
-    assert client.get(f"{APIS[1]}/999999").status_code == 404
+    assert app_client.get(f"{PAGES[1]}/999999").status_code == 404
+    assert app_client.get(f"{APIS[1]}/999999").status_code == 404
 
 
 def test_the_item_page_escapes_text_and_keeps_math_for_katex(
-    client: TestClient, engine: Engine
+    app_client: TestClient, engine: Engine
 ) -> None:
     with Session(engine) as session:
         solution = make_solution(
@@ -265,15 +257,15 @@ def test_the_item_page_escapes_text_and_keeps_math_for_katex(
             make_rated_label(session, make_user(session, name), solution, ratings)
         session.commit()
         solution_id = solution.id
-    admin_client(client, engine)
-    page = client.get(f"{PAGES[1]}/{solution_id}").text
+    admin_client(app_client, engine)
+    page = app_client.get(f"{PAGES[1]}/{solution_id}").text
     assert "<script>alert(1)" not in page and "<b>bold</b>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt; so $x^2 &lt; 4$." in page
     assert 'class="math-text"' in page
 
 
 def test_the_drill_down_pages_keep_the_generation_filter(
-    client: TestClient, engine: Engine
+    app_client: TestClient, engine: Engine
 ) -> None:
     with Session(engine) as session:
         ann, ben = make_user(session, "ann"), make_user(session, "ben")
@@ -282,10 +274,10 @@ def test_the_drill_down_pages_keep_the_generation_filter(
             make_rated_label(session, ann, solution, [1, 1])
             make_rated_label(session, ben, solution, [0])
         session.commit()
-    admin_client(client, engine)
-    first = client.get(PAGES[1], params={"generation": 2}).text
+    admin_client(app_client, engine)
+    first = app_client.get(PAGES[1], params={"generation": 2}).text
     assert 'href="/admin/agreement/items?generation=2&amp;page=2" rel="next"' in first
-    second = client.get(
+    second = app_client.get(
         PAGES[1], params={"generation": 2, "page": 2}, headers={"HX-Request": "true"}
     ).text
     assert second.startswith('<div id="item-table">') and "Page 2 of 2" in second
