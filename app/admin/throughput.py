@@ -1,11 +1,13 @@
 """How fast labeling goes: labels per hour over time, per labeler and overall, and the
-median time per task and per step. Counts are bucketed and medians taken in SQL."""
+median time per task and per step. Counts are bucketed in SQL; the medians are taken with
+numpy over one row per timed label (one sort in numpy beats two window sorts in SQL)."""
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, SQLColumnExpression, func, or_, select
+import numpy as np
+from sqlalchemy import SQLColumnExpression, func, or_, select
 from sqlalchemy.orm import Session
 
 from app.admin.aggregates import bucket_index, bucket_start, grouped_medians
@@ -84,10 +86,7 @@ def throughput(session: Session, window: Window, now: datetime | None = None) ->
     names = _labelers(session, in_window)
     series = _per_hour(session, window, start, in_window)
     figures = _figures(session, in_window)
-    task_medians = grouped_medians(
-        session, select(Label.labeler_id, Label.total_time).where(in_window)
-    )
-    step_medians = grouped_medians(session, _time_per_step(in_window))
+    task_medians, step_medians = _medians(session, in_window)
 
     def row(labeler_id: int | None, name: str) -> LabelerThroughput:
         labels, timed, spent_ms, last = figures.get(labeler_id, (0, 0, 0, None))
@@ -163,15 +162,23 @@ def _figures(
     return figures
 
 
-def _time_per_step(in_window: SQLColumnExpression[bool]) -> Select[int, Any]:
-    """Each label's time divided by the steps it rated, by labeler; labels without a step
-    drop out of the join."""
-    # One join grouped by label, not a count per label in a subquery: Postgres prices 100,000
-    # correlated counts so high that it compiles the query (JIT) for half a second first.
-    per_step = Label.total_time * 1.0 / func.count()
-    return (
-        select(Label.labeler_id, per_step)
-        .join(LabelStep, LabelStep.label_id == Label.id)
-        .where(in_window)
+def _medians(
+    session: Session, in_window: SQLColumnExpression[bool]
+) -> tuple[dict[Any, float], dict[Any, float]]:
+    """Median milliseconds per task, and per step rated, per labeler and overall (None)."""
+    # One join grouped by label, not a count per label in a subquery: Postgres prices
+    # 100,000 correlated counts so high that it compiles the query (JIT) for half a second.
+    rows = session.connection().execute(
+        select(Label.labeler_id, Label.total_time, func.count(LabelStep.step_index))
+        .outerjoin(LabelStep, LabelStep.label_id == Label.id)
+        .where(in_window, Label.total_time.is_not(None))
         .group_by(Label.id)
+    )
+    # fromiter over the flattened rows: numpy reads Row objects one by one otherwise, 100x slower.
+    flat = np.fromiter((value for row in rows for value in row), dtype=np.int64)
+    labeler, spent, steps = flat.reshape(-1, 3).T
+    rated = steps > 0
+    return (
+        grouped_medians(labeler, spent.astype(np.float64)),
+        grouped_medians(labeler[rated], spent[rated] / steps[rated]),
     )
