@@ -12,11 +12,12 @@ numbers are stable only for one version of this module's list of families.
 """
 
 import re
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from random import Random
-from typing import Literal
+from typing import Any, Literal
 
 GENERATOR = "steplabel-demo"
 MAX_SOLUTIONS_PER_PROBLEM = 8
@@ -576,32 +577,52 @@ def _detour(rng: Random) -> str:
     )
 
 
-def _attempt(problem: DemoProblem, kind: Kind, rng: Random, computed: int) -> Worked | None:
+@dataclass(frozen=True)
+class Written:
+    """A worked solution, its steps finished with the answer section, and the step of its
+    planted slip (the first that states a wrong value), None without one."""
+
+    steps: list[str]
+    answer: Fraction
+    slipped_at: int | None
+
+
+def _attempt(problem: DemoProblem, kind: Kind, rng: Random, computed: int) -> Written | None:
     """One solution of the given kind, or None where its slip divided by zero."""
     slip = _slip(rng, computed) if kind == "wrong" else None
+    phrasing = rng.getstate()
     try:
         steps, answer = problem.solve(Scratch(rng, slip))
     except ZeroDivisionError:
         return None
+    slipped_at = None
+    if slip is not None:
+        # The same phrasing without the slip: the first step that reads differently is the
+        # first one that states a wrong value. The replay leaves ``rng`` where it was.
+        replay = Random()
+        replay.setstate(phrasing)
+        right = problem.solve(Scratch(replay))[0]
+        pairs = enumerate(zip(steps, right, strict=True))
+        slipped_at = next((i for i, (mine, theirs) in pairs if mine != theirs), None)
     if kind == "flawed":
         steps.insert(rng.randrange(1, len(steps)), _detour(rng))
-    return _finish(steps, answer), answer
+    return Written(_finish(steps, answer), answer, slipped_at)
 
 
 def _fresh_solution(
     problem: DemoProblem, kind: Kind, rng: Random, seen: set[tuple[str, ...]]
-) -> Worked:
+) -> Written:
     """A solution of the given kind whose steps are not among those already written."""
     scratch = Scratch()
     correct = problem.solve(scratch)[1]
     for _ in range(_ATTEMPTS):
-        worked = _attempt(problem, kind, rng, scratch.computed)
+        written = _attempt(problem, kind, rng, scratch.computed)
         # A slip can leave the answer right (abs of a positive value, a remainder that
         # absorbs it): such a draw, or a correct-kind one that came out wrong, is redrawn.
-        if worked is None or (worked[1] != correct) != (kind == "wrong"):
+        if written is None or (written.answer != correct) != (kind == "wrong"):
             continue
-        if tuple(worked[0]) not in seen:
-            return worked
+        if tuple(written.steps) not in seen:
+            return written
     raise RuntimeError(f"cannot write another distinct {kind} solution for: {problem.text}")
 
 
@@ -653,9 +674,10 @@ def _problem_solutions(
     solutions: list[dict[str, object]] = []
     seen: set[tuple[str, ...]] = set()
     for kind in _kinds(rng, per_problem):
-        steps, answer = _fresh_solution(problem, kind, rng, seen)
-        seen.add(tuple(steps))
-        solutions.append(_solution_line(uid, steps, tex(answer), _score(kind, rng)))
+        written = _fresh_solution(problem, kind, rng, seen)
+        seen.add(tuple(written.steps))
+        line = _solution_line(uid, written.steps, tex(written.answer), _score(kind, rng))
+        solutions.append(line)
     return solutions
 
 
@@ -697,49 +719,33 @@ class GoldSolution:
 
 def demo_gold_solutions(
     problems: list[dict[str, object]],
-    taken: Iterable[dict[str, object]] = (),
+    taken: Iterable[Mapping[str, Any]] = (),
     seed: int = GOLD_SEED,
 ) -> list[GoldSolution]:
     """One more solution of each problem, alternately with a slip and correct, with its
     answer key; none repeats the steps of a solution in ``taken`` (lines of the same shape)."""
-    seen = {_steps_key(line["unique_id"], line["steps"]) for line in taken}
+    written_before: defaultdict[str, set[tuple[str, ...]]] = defaultdict(set)
+    for line in taken:
+        written_before[line["unique_id"]].add(tuple(line["steps"]))
     kinds: tuple[Kind, Kind] = ("wrong", "correct")
     return [
-        _gold_solution(record, kinds[index % 2], seed, seen)
+        _gold_solution(record, kinds[index % 2], seed, written_before)
         for index, record in enumerate(problems)
     ]
 
 
-def _steps_key(uid: object, steps: object) -> str:
-    return f"{uid}\n{steps!r}"
-
-
 def _gold_solution(
-    record: dict[str, object], kind: Kind, seed: int, seen: set[str]
+    record: dict[str, object],
+    kind: Kind,
+    seed: int,
+    written_before: dict[str, set[tuple[str, ...]]],
 ) -> GoldSolution:
     uid, problem = _drawn_problem(record)
     rng = Random(f"gold:{seed}:{uid}")
-    scratch = Scratch()
-    correct = problem.solve(scratch)[1]
-    for _ in range(_ATTEMPTS):
-        slip = _slip(rng, scratch.computed) if kind == "wrong" else None
-        phrasing = rng.getstate()
-        try:
-            steps, answer = problem.solve(Scratch(rng, slip))
-        except ZeroDivisionError:
-            continue
-        finished = _finish(steps, answer)
-        if (answer != correct) != (kind == "wrong") or _steps_key(uid, finished) in seen:
-            continue
-        # The same phrasing without the slip: the first step that reads differently is
-        # the first one that states a wrong value, the first error.
-        replay = Random()
-        replay.setstate(phrasing)
-        right = problem.solve(Scratch(replay))[0]
-        differ = (i for i, pair in enumerate(zip(steps, right, strict=True)) if pair[0] != pair[1])
-        first_error = next(differ, None)
-        written = (uid, finished, tex(answer), _score(kind, rng))
-        if first_error is None:
-            return GoldSolution(*written, [1] * len(steps), "solution")
-        return GoldSolution(*written, [1] * first_error + [-1], "found_error")
-    raise RuntimeError(f"cannot write another distinct {kind} solution for: {problem.text}")
+    written = _fresh_solution(problem, kind, rng, written_before[uid])
+    answer, score = tex(written.answer), _score(kind, rng)
+    if written.slipped_at is None:
+        ratings = [1] * len(written.steps)
+        return GoldSolution(uid, written.steps, answer, score, ratings, "solution")
+    ratings = [1] * written.slipped_at + [-1]
+    return GoldSolution(uid, written.steps, answer, score, ratings, "found_error")
