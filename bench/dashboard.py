@@ -7,10 +7,10 @@ A fresh Postgres database is migrated and filled with COPY (bench/synthetic_proj
 labeled by two to four labelers, generations, QC solutions with gold labels, screening
 labels and training runs. After VACUUM ANALYZE, every GET route under /admin and /api/admin
 that the app's OpenAPI schema lists (so pages added later are timed too) is requested as a
-logged-in admin: path parameters get real ids (PATH_IDS), and routes that take a
-``generation`` filter are timed with one as well. The first request of each is the cold
-one: the app keeps no cache, so every later one does the same work, with the database's
-pages warm. Target: under 1 s each.
+logged-in admin: path parameters get real ids (PATH_IDS), routes that take a
+``generation`` filter are timed with one as well, and routes that take a time ``window``
+with each window. The first request of each is the cold one: the app keeps no cache, so
+every later one does the same work, with the database's pages warm. Target: under 1 s each.
 """
 
 import argparse
@@ -27,6 +27,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
 from app import schema
+from app.admin.throughput import DEFAULT_WINDOW, WINDOWS
 from app.config import get_settings
 from app.db import dispose_engines, make_engine
 from app.main import create_app
@@ -94,9 +95,12 @@ def admin_get_paths(engine: Engine) -> list[str]:
                 continue
             path = PATH_PARAMETER.sub(lambda match: value_of(match.group(1)), template)
             paths.append(path)
-            parameters = operations["get"].get("parameters", [])
-            if any(p["name"] == "generation" and p["in"] == "query" for p in parameters):
-                paths.append(f"{path}?generation={value_of('generation')}")
+            for parameter in operations["get"].get("parameters", []):
+                if parameter["in"] == "query" and parameter["name"] == "generation":
+                    paths.append(f"{path}?generation={value_of('generation')}")
+                elif parameter["in"] == "query" and parameter["name"] == "window":
+                    other_windows = [key for key in WINDOWS if key != DEFAULT_WINDOW]
+                    paths.extend(f"{path}?window={key}" for key in other_windows)
     return paths
 
 

@@ -8,7 +8,9 @@ runs and the generations they selected. Labels follow phase-2 rules: ratings sto
 first negative step, where 1-4 rated alternatives follow; some labels give up or report a
 bad problem. Labelers copy a
 hidden "true" rating of each step with a faithfulness of their own, so agreement is neither
-perfect nor random and differs from labeler to labeler.
+perfect nor random and differs from labeler to labeler. Labels come one every 1 to 40
+seconds and end a few hours before now, so the throughput windows (the last 24 hours to 30
+days) hold recent work, as on a busy project.
 """
 
 import json
@@ -22,9 +24,12 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import make_url
 
+from app.models import utc_now
 from app.users import hash_password
 
-START = datetime(2025, 1, 6, 9, 0, 0)
+SECONDS_BETWEEN_LABELS = (1, 40)
+HOURS_BEFORE_NOW = 3
+"""Where the labels end, give or take an hour (the spread of 100,000 random gaps)."""
 # fmt: off
 WORDS = (
     "so", "we", "have", "that", "the", "sum", "of", "both", "sides", "gives", "a", "number",
@@ -100,7 +105,10 @@ class _Builder:
         self.rng = random.Random(shape.seed)
         self.ids = _Ids()
         self.rows = _Rows()
-        self.clock = START
+        mean_gap = sum(SECONDS_BETWEEN_LABELS) / 2
+        span = timedelta(seconds=mean_gap * shape.labels, hours=HOURS_BEFORE_NOW)
+        self.start = utc_now().replace(microsecond=0) - span
+        self.clock = self.start
         self.texts = [self._sentence() for _ in range(5_000)]
         self.faithful: dict[int, float] = {}
         self.solution_steps: dict[int, list[str]] = {}
@@ -112,7 +120,7 @@ class _Builder:
         return " ".join(words) + "."
 
     def tick(self) -> datetime:
-        self.clock += timedelta(seconds=self.rng.randint(1, 40))
+        self.clock += timedelta(seconds=self.rng.randint(*SECONDS_BETWEEN_LABELS))
         return self.clock
 
     def users(self) -> tuple[int, list[int]]:
@@ -129,7 +137,7 @@ class _Builder:
     def _user(self, name: str, role: str, password_hash: str | None) -> int:
         user_id = self.ids.take("users")
         row = (user_id, str(uuid.UUID(int=self.rng.getrandbits(128))), name, role, password_hash)
-        self.rows.add("users", (*row, True, True, 0, START))
+        self.rows.add("users", (*row, True, True, 0, self.start))
         return user_id
 
     def problem(self) -> int:
@@ -138,7 +146,7 @@ class _Builder:
         text = " ".join(self.rng.choices(self.texts, k=2))
         solution = " ".join(self.rng.choices(self.texts, k=6)) + f" $\\boxed{{{answer}}}$"
         row = (problem_id, f"p{problem_id}", f"t{problem_id}", text, solution, answer)
-        self.rows.add("problems", (*row, "Algebra", self.rng.randint(1, 5), START))
+        self.rows.add("problems", (*row, "Algebra", self.rng.randint(1, 5), self.start))
         return problem_id
 
     def training_runs(self) -> None:
@@ -167,7 +175,7 @@ class _Builder:
         for number in range(self.shape.generations):
             run_id = number if 0 < number <= self.shape.training_runs else None
             qc = self.shape.qc_solutions
-            self.rows.add("generations", (number, START, run_id, 0, 0, qc))
+            self.rows.add("generations", (number, self.start, run_id, 0, 0, qc))
 
     def solution(self, problem_id: int, generation: int) -> int:
         solution_id = self.ids.take("solutions")
@@ -192,7 +200,7 @@ class _Builder:
                 "full",
                 None,
                 0,
-                START,
+                self.start,
             ),
         )
         return solution_id
@@ -297,10 +305,10 @@ def build_rows(shape: ProjectShape) -> dict[str, list[tuple[Any, ...]]]:
         problem = builder.problem()
         solution = builder.solution(problem, 0)
         gold = builder.label(admin, problem, solution, 0, (True, False))
-        builder.rows.add("gold_labels", (solution, gold, START))
+        builder.rows.add("gold_labels", (solution, gold, builder.start))
         # Served in every generation; each QC label carries the generation it was given in.
         for generation in range(shape.generations):
-            builder.rows.add("generation_quality_control", (generation, solution, START))
+            builder.rows.add("generation_quality_control", (generation, solution, builder.start))
         for labeler in rng.sample(labelers, shape.qc_labels_per_solution):
             generation = rng.randrange(shape.generations)
             builder.label(labeler, problem, solution, generation, (True, False))

@@ -72,7 +72,10 @@ def test_seed_demo_creates_users_and_data_once(tmp_path: Path, engine: Engine) -
         )
     assert problems and queued and solutions and solutions > queued > problems
     pool = solutions - queued
-    assert f"{problems} problems, {queued} solutions to label, {pool} more in the pool" in (
+    assert f"{problems} problems, {queued} solutions to label (the first 12 by both" in (
+        first.stdout
+    )
+    assert f"2 quality-control questions with the admin's gold labels), {pool} more" in (
         first.stdout
     )
 
@@ -80,6 +83,7 @@ def test_seed_demo_creates_users_and_data_once(tmp_path: Path, engine: Engine) -
     assert second.exit_code == 0 and "already seeded" in second.stdout
     with Session(engine) as session:
         assert session.scalar(select(func.count()).select_from(Solution)) == solutions
+        assert session.scalar(select(func.count()).select_from(Label)) == 2  # the gold ones
 
 
 def test_labels_made_in_the_app_export_through_the_same_code(
@@ -89,11 +93,12 @@ def test_labels_made_in_the_app_export_through_the_same_code(
     with Session(engine) as session:
         labeler_uuid = _label_first_demo_solution(session)
     result = runner.invoke(cli, ["export", "-o", "-"])
-    record = prm800k.parse_line(result.stdout.splitlines()[0])
+    records = [prm800k.parse_line(line) for line in result.stdout.splitlines()]
+    # The demo admin's gold labels are exported too.
+    (record,) = [record for record in records if record.labeler == labeler_uuid]
     with Session(engine) as session:
         solution = session.scalars(select(Solution).order_by(Solution.id)).first()
         assert solution is not None
-        assert record.labeler == labeler_uuid
         assert isinstance(record.question, prm800k.Phase2Question)
         assert record.question.pre_generated_steps == solution.steps
         assert record.question.pre_generated_answer == solution.answer

@@ -1,30 +1,30 @@
-"""SQL building blocks the dashboard's figures share, written once for SQLite and Postgres.
+"""Building blocks the dashboard's figures share; the SQL ones are written once for SQLite
+and Postgres.
 
+- ``share``: a part of a whole, or None where the whole is empty (never a made-up 0).
 - ``epoch_seconds``: whole seconds since 1970 of a naive UTC timestamp, the base of
   fixed-width time buckets (Postgres's ``date_trunc`` has no SQLite twin, and SQLite's
   ``strftime`` no Postgres one).
-- ``grouped_medians``: the median of a value per group and overall, from window functions
-  both databases have (Postgres's ``percentile_cont`` does not exist in SQLite).
+- ``grouped_medians``: the median of values per group and overall, in numpy (Postgres's
+  ``percentile_cont`` has no SQLite twin, and window functions sort the rows twice).
 """
 
 from collections.abc import Hashable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    ColumnElement,
-    SQLColumnExpression,
-    func,
-    null,
-    or_,
-    select,
-    union_all,
-)
+import numpy as np
+from sqlalchemy import BigInteger, ColumnElement, SQLColumnExpression
 from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
+
+from app.admin.reliability import FloatArray, IntArray
+
+
+def share(part: int, whole: int) -> float | None:
+    """``part / whole``; None for an empty whole."""
+    return part / whole if whole else None
 
 
 class epoch_seconds(FunctionElement[int]):
@@ -71,45 +71,16 @@ def bucket_index(
     return (epoch_seconds(column) - to_epoch(start)) // int(width.total_seconds())
 
 
-def grouped_medians(
-    session: Session,
-    value: SQLColumnExpression[Any],
-    group: SQLColumnExpression[Any],
-    *where: SQLColumnExpression[bool],
-) -> dict[Hashable, float]:
-    """The median of ``value`` (nulls left out) per ``group`` (never null), and over all
-    the rows under the key None, of the rows ``where`` keeps; one statement.
-
-    Rows are ranked within their group and overall; a median is the middle row, or the
-    mean of the two middle rows of an even count. ``value`` is computed once per row.
-    """
-    values = (
-        select(group.label("group_key"), value.label("value"))
-        .where(value.is_not(None), *where)
-        .subquery("median_values")
-    )
-    ranked = select(
-        values.c.group_key,
-        values.c.value,
-        func.row_number()
-        .over(partition_by=values.c.group_key, order_by=values.c.value)
-        .label("in_group"),
-        func.count().over(partition_by=values.c.group_key).label("group_size"),
-        func.row_number().over(order_by=values.c.value).label("overall"),
-        func.count().over().label("size"),
-    ).cte("ranked_values")
-    per_group = (
-        select(ranked.c.group_key, func.avg(ranked.c.value))
-        .where(_middle(ranked.c.in_group, ranked.c.group_size))
-        .group_by(ranked.c.group_key)
-    )
-    overall = select(null(), func.avg(ranked.c.value)).where(
-        _middle(ranked.c.overall, ranked.c.size)
-    )
-    rows = session.execute(union_all(per_group, overall))
-    return {key: float(median) for key, median in rows if median is not None}
-
-
-def _middle(position: ColumnElement[int], size: ColumnElement[int]) -> ColumnElement[bool]:
-    """The middle row of ``size`` ranked rows, or both middle rows of an even count."""
-    return or_(position == (size + 1) // 2, position == (size + 2) // 2)
+def grouped_medians(groups: IntArray, values: FloatArray) -> dict[Hashable, float]:
+    """The median of ``values`` per group (``groups`` holds each value's group), and of all
+    of them under the key None; empty for no values. The median of an even count is the
+    mean of the two middle values."""
+    if len(values) == 0:
+        return {}
+    order = np.lexsort((values, groups))
+    keys, starts, counts = np.unique(groups[order], return_index=True, return_counts=True)
+    ranked = values[order]
+    middle = (ranked[starts + (counts - 1) // 2] + ranked[starts + counts // 2]) / 2
+    medians: dict[Hashable, float] = dict(zip(keys.tolist(), middle.tolist(), strict=True))
+    medians[None] = float(np.median(values))
+    return medians

@@ -28,7 +28,12 @@ The figures:
 - finish_reason agreement: over the same pairs of labels, the share with the same reason (labels
   without a reason are left out);
 - per labeler, over all their regular labels: the shares of labels that gave up, reported a
-  bad problem, or flagged a step.
+  bad problem, or flagged a step;
+- beside agreement, accuracy against gold labels, from app/admin/quality.py (the figures of
+  the quality-control page, not computed again): per labeler their QC accuracy (step ratings
+  and first error) and screening score, per generation and overall the QC answers pooled.
+  With a generation filter, QC answers are those served in that generation; the screening
+  score is always over every screening answer.
 
 Every figure comes with the number of steps or pairs behind it, and is None where undefined.
 """
@@ -44,7 +49,9 @@ from pydantic import BaseModel
 from sqlalchemy import ColumnElement, String, Subquery, cast, exists, func, select
 from sqlalchemy.orm import Session
 
-from app.admin import reliability
+from app.admin import quality, reliability
+from app.admin.aggregates import share
+from app.admin.quality import GoldComparison, LabelerQuality
 from app.admin.reliability import IntArray
 from app.models import (
     SCREENING_GENERATION,
@@ -376,6 +383,8 @@ class AgreementSummary(BaseModel):
 
 class GenerationAgreement(AgreementSummary):
     generation: int
+    quality_control: GoldComparison
+    """Every labeler's answers to the QC questions served in this generation, pooled."""
 
 
 def agreement_summary(
@@ -516,7 +525,8 @@ def labeler_activity(session: Session, generation: int | None) -> dict[int, Acti
 
 
 class LabelerAgreement(BaseModel):
-    """One labeler: agreement with the others on shared steps, and their rates."""
+    """One labeler: agreement with the others on shared steps, accuracy against gold labels,
+    and their rates."""
 
     labeler: LabelerName
     labels: int
@@ -526,6 +536,10 @@ class LabelerAgreement(BaseModel):
     observed_agreement: float | None
     kappa: float | None
     """Cohen's kappa against the others' pooled ratings of the same steps."""
+    quality_control: GoldComparison
+    passes_quality_control: bool | None
+    screening: GoldComparison
+    passes_screening: bool | None
     flag_rate: float | None
     """Share of their labels in which they flagged a step."""
     give_up_rate: float | None
@@ -535,13 +549,23 @@ class LabelerAgreement(BaseModel):
 def labeler_agreement(
     activity: dict[int, Activity],
     with_others: dict[int, AgreementWithOthers],
+    gold: dict[int, LabelerQuality],
     names: dict[int, str],
 ) -> list[LabelerAgreement]:
-    """One row per labeler with regular labels, the least agreeing first (who needs help)."""
-    none = AgreementWithOthers(steps=0, rating_pairs=0, observed_agreement=None, kappa=None)
+    """One row per labeler with regular labels or answers to gold questions, the least
+    agreeing first (who needs help)."""
+    no_agreement = AgreementWithOthers(steps=0, rating_pairs=0, observed_agreement=None, kappa=None)
+    no_labels, no_answers = Activity(0, 0, 0, 0), GoldComparison()
+    answered = {
+        labeler_id
+        for labeler_id, row in gold.items()
+        if row.quality_control.answers or row.screening.answers
+    }
     rows = []
-    for labeler_id, done in activity.items():
-        agreement = with_others.get(labeler_id, none)
+    for labeler_id in activity.keys() | answered:
+        done = activity.get(labeler_id, no_labels)
+        agreement = with_others.get(labeler_id, no_agreement)
+        checked = gold.get(labeler_id)
         rows.append(
             LabelerAgreement(
                 labeler=_named(labeler_id, names),
@@ -550,9 +574,13 @@ def labeler_agreement(
                 rating_pairs=agreement.rating_pairs,
                 observed_agreement=agreement.observed_agreement,
                 kappa=agreement.kappa,
-                flag_rate=_rate(done.flagged, done.labels),
-                give_up_rate=_rate(done.give_ups, done.labels),
-                bad_problem_rate=_rate(done.bad_problems, done.labels),
+                quality_control=checked.quality_control if checked else no_answers,
+                passes_quality_control=checked.passes_quality_control if checked else None,
+                screening=checked.screening if checked else no_answers,
+                passes_screening=checked.passes_screening if checked else None,
+                flag_rate=share(done.flagged, done.labels),
+                give_up_rate=share(done.give_ups, done.labels),
+                bad_problem_rate=share(done.bad_problems, done.labels),
             )
         )
     return sorted(rows, key=_least_agreeing_first)
@@ -560,10 +588,6 @@ def labeler_agreement(
 
 def _least_agreeing_first(row: LabelerAgreement) -> tuple[bool, float, str]:
     return (row.kappa is None, row.kappa or 0.0, row.labeler.name)
-
-
-def _rate(count: int, total: int) -> float | None:
-    return count / total if total else None
 
 
 def user_names(session: Session, user_ids: Sequence[int]) -> dict[int, str]:
@@ -578,44 +602,77 @@ class AgreementReport(BaseModel):
 
     generation: int | None
     """The generation filter, or None for all labels."""
+    screening_threshold: float
+    """The step accuracy against gold that passes screening and QC."""
     overall: AgreementSummary
+    quality_control: GoldComparison
+    """Every labeler's QC answers (of the filtered generation) pooled."""
     by_generation: list[GenerationAgreement]
     pairs: list[PairAgreement]
     labelers: list[LabelerAgreement]
 
 
-def agreement_report(session: Session, generation: int | None = None) -> AgreementReport:
-    """All the agreement figures, over every regular label or one generation's."""
+def overall_agreement(session: Session, generation: int | None = None) -> AgreementSummary:
+    """The overall figures alone, as the agreement report has them (the overview's headline)."""
+    shared = load_shared_labels(session, generation)
+    return agreement_summary(shared, rated_steps(shared), label_pairs(shared))
+
+
+def agreement_report(
+    session: Session, threshold: float, generation: int | None = None
+) -> AgreementReport:
+    """All the agreement figures, over every regular label or one generation's, with the
+    labelers' accuracy against gold (``threshold``: the step accuracy that passes)."""
     shared = load_shared_labels(session, generation)
     activity = labeler_activity(session, generation)
+    gold = {row.labeler_id: row for row in quality.labeler_quality(session, threshold, generation)}
     names = user_names(session, sorted({*activity, *map(int, np.unique(shared.labeler))}))
+    names |= {labeler_id: row.name for labeler_id, row in gold.items()}
+    qc_by_generation = quality.quality_control_by_generation(session)
     steps = rated_steps(shared)
     overall = agreement_summary(shared, steps, label_pairs(shared))
+    if generation is None:
+        by_generation = _by_generation(shared, qc_by_generation)
+        quality_control = quality.combined(qc_by_generation.values())
+    else:
+        quality_control = qc_by_generation.get(generation, GoldComparison())
+        by_generation = [
+            GenerationAgreement(
+                generation=generation, quality_control=quality_control, **overall.model_dump()
+            )
+        ]
     return AgreementReport(
         generation=generation,
+        screening_threshold=threshold,
         overall=overall,
-        by_generation=_by_generation(shared)
-        if generation is None
-        else [GenerationAgreement(generation=generation, **overall.model_dump())],
+        quality_control=quality_control,
+        by_generation=by_generation,
         pairs=pair_agreement(steps, names),
-        labelers=labeler_agreement(activity, agreement_with_others(steps), names),
+        labelers=labeler_agreement(activity, agreement_with_others(steps), gold, names),
     )
 
 
-def _by_generation(shared: SharedLabels) -> list[GenerationAgreement]:
-    """The figures of each generation on its own labels, from one pass over all of them."""
+def _by_generation(
+    shared: SharedLabels, qc_by_generation: dict[int | None, GoldComparison]
+) -> list[GenerationAgreement]:
+    """The figures of each generation on its own labels, from one pass over all of them,
+    for every generation with shared labels or QC answers (screening aside)."""
     steps = rated_steps(shared, by_generation=True)
     pairs = label_pairs(shared, by_generation=True)
     pair_generation = shared.generation[pairs.first]
-    summaries = {
-        number: agreement_summary(
-            shared, steps.only(steps.generation == number), pairs.only(pair_generation == number)
-        )
-        for number in shared.generations()
-    }
+    answered = {number for number in qc_by_generation if number is not None}
+    numbers = sorted((set(shared.generations()) | answered) - {SCREENING_GENERATION})
     return [
-        GenerationAgreement(generation=number, **summary.model_dump())
-        for number, summary in summaries.items()
+        GenerationAgreement(
+            generation=number,
+            quality_control=qc_by_generation.get(number, GoldComparison()),
+            **agreement_summary(
+                shared,
+                steps.only(steps.generation == number),
+                pairs.only(pair_generation == number),
+            ).model_dump(),
+        )
+        for number in numbers
     ]
 
 

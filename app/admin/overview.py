@@ -1,4 +1,5 @@
-"""The dashboard's front page: the headline figures, each from one small aggregate."""
+"""The dashboard's front page: the headline figures, each from one small aggregate, and
+the overall agreement between labelers."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -6,6 +7,7 @@ from datetime import datetime
 from sqlalchemy import case, exists, func, select
 from sqlalchemy.orm import Session
 
+from app.admin.agreement import AgreementSummary, overall_agreement
 from app.admin.prm import RunSummary, summarize
 from app.admin.quality import combined, labeler_quality
 from app.admin.throughput import WINDOWS, throughput
@@ -32,6 +34,8 @@ class Overview:
     labelers_with_qc: int
     qc_step_accuracy: float | None
     """Over every quality-control answer of every labeler."""
+    agreement: AgreementSummary
+    """Agreement between labelers over every regular label, as the agreement page has it."""
     hours: list[datetime]
     labels_per_hour: list[float]
     """The last 24 hours, hour by hour."""
@@ -42,6 +46,7 @@ class Overview:
 def overview(
     session: Session, default_overlap: int, threshold: float, now: datetime | None = None
 ) -> Overview:
+    """The headline figures at ``now``; ``threshold`` is the QC step accuracy that passes."""
     now = now or utc_now()
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     labels_today, labels_total, active_today = session.execute(
@@ -83,6 +88,7 @@ def overview(
         labelers_passing_qc=sum(row.passes(threshold) is True for row in quality),
         labelers_with_qc=sum(row.passes(threshold) is not None for row in quality),
         qc_step_accuracy=combined(quality).step_accuracy,
+        agreement=overall_agreement(session),
         hours=last_day.bucket_starts,
         labels_per_hour=last_day.overall.per_hour,
         current_run=summarize(current) if current else None,

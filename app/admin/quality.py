@@ -10,11 +10,14 @@ Each other label of that solution is an *answer*, compared with the gold label o
   given up on, or reported as a bad problem, has no first error to compare).
 
 Answers to screening questions (generation -1) give the *screening score*; the others the
-QC accuracy. A labeler passes when their step accuracy reaches the project's screening
-threshold. All of it is two GROUP BY queries, whatever the number of labels.
+QC accuracy, overall or per generation (a QC answer belongs to the generation it was served
+in). A labeler passes when their step accuracy reaches the project's screening threshold.
+All of it is two GROUP BY queries, whatever the number of labels; coarser figures pool the
+counts of finer groups (``combined``), so every figure adds up to the same answers.
 """
 
 import random
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +35,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session, aliased
 
+from app.admin.aggregates import share
 from app.models import (
     SCREENING_GENERATION,
     FinishReason,
@@ -74,8 +78,8 @@ class GoldComparison:
             steps_agreeing,
             first_errors_compared,
             first_errors_agreeing,
-            step_accuracy=_share(steps_agreeing, steps_compared),
-            first_error_accuracy=_share(first_errors_agreeing, first_errors_compared),
+            step_accuracy=share(steps_agreeing, steps_compared),
+            first_error_accuracy=share(first_errors_agreeing, first_errors_compared),
         )
 
     def passes(self, threshold: float) -> bool | None:
@@ -94,10 +98,6 @@ def combined(comparisons: Iterable[GoldComparison]) -> GoldComparison:
             sum(row.first_errors_agreeing for row in rows),
         ),
     )
-
-
-def _share(part: int, whole: int) -> float | None:
-    return part / whole if whole else None
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,7 @@ def _answers() -> Subquery:
             Label.labeler_id,
             Label.solution_id,
             Label.is_initial_screening.label("screening"),
+            Label.generation,
             GoldLabel.label_id.label("gold_id"),
             and_(Label.finish_reason.in_(FINISHED), gold.finish_reason.in_(FINISHED)).label(
                 "comparable"
@@ -159,7 +160,7 @@ def _agreeing(condition: SQLColumnExpression[bool]) -> ColumnElement[int]:
 
 def gold_comparisons(session: Session, by: Sequence[str]) -> dict[tuple[Any, ...], GoldComparison]:
     """Answers compared with their gold labels, grouped by columns of the answers:
-    ``labeler_id``, ``solution_id``, ``screening``."""
+    ``labeler_id``, ``solution_id``, ``screening``, ``generation``."""
     answers = _answers()
     keys = [answers.c[name] for name in by]
     comparable = answers.c.comparable.is_(True)
@@ -198,10 +199,16 @@ def gold_comparisons(session: Session, by: Sequence[str]) -> dict[tuple[Any, ...
     }
 
 
-def labeler_quality(session: Session, threshold: float) -> list[LabelerQuality]:
-    """Every labeler's QC accuracy and screening score, by name."""
-    comparisons = gold_comparisons(session, ("labeler_id", "screening"))
-    none = GoldComparison()
+def labeler_quality(
+    session: Session, threshold: float, generation: int | None = None
+) -> list[LabelerQuality]:
+    """Every labeler's QC accuracy (on the answers of ``generation`` only, when given) and
+    screening score (on all their screening answers), by name."""
+    pooled: defaultdict[tuple[int, bool], list[GoldComparison]] = defaultdict(list)
+    grouped = gold_comparisons(session, ("labeler_id", "screening", "generation"))
+    for (labeler_id, screening, answered_in), comparison in grouped.items():
+        if screening or generation is None or answered_in == generation:
+            pooled[labeler_id, screening].append(comparison)
     labelers = session.execute(
         select(User.id, User.name, User.is_active, User.is_approved)
         .where(User.role == Role.LABELER.value)
@@ -209,8 +216,8 @@ def labeler_quality(session: Session, threshold: float) -> list[LabelerQuality]:
     )
     result = []
     for labeler_id, name, is_active, is_approved in labelers:
-        quality_control = comparisons.get((labeler_id, False), none)
-        screening = comparisons.get((labeler_id, True), none)
+        quality_control = combined(pooled[labeler_id, False])
+        screening = combined(pooled[labeler_id, True])
         result.append(
             LabelerQuality(
                 labeler_id=labeler_id,
@@ -224,6 +231,16 @@ def labeler_quality(session: Session, threshold: float) -> list[LabelerQuality]:
             )
         )
     return result
+
+
+def quality_control_by_generation(session: Session) -> dict[int | None, GoldComparison]:
+    """Every labeler's QC answers pooled per generation they were served in."""
+    grouped = gold_comparisons(session, ("screening", "generation"))
+    return {
+        generation: comparison
+        for (screening, generation), comparison in grouped.items()
+        if not screening
+    }
 
 
 @dataclass(frozen=True)

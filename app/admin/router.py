@@ -9,19 +9,29 @@ without JavaScript they get the whole page with the same result.
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Form, HTTPException, Request, UploadFile
+from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, UploadFile
 from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from app import training, users
-from app.admin import agreement_router, charts, imports, people, prm, progress, quality, throughput
+from app.admin import (
+    agreement,
+    charts,
+    disagreements,
+    imports,
+    people,
+    prm,
+    progress,
+    quality,
+    throughput,
+)
 from app.admin.overview import Overview, overview
 from app.auth import CurrentAdmin, check_csrf, current_admin
 from app.config import get_settings
 from app.datasets.reading import describe
 from app.db import DbSession
-from app.labeling import quality as qc_questions
+from app.labeling.quality import mark_quality_control, unmark_quality_control
 from app.models import User
 from app.project_settings import RUNTIME_KEYS, parse_runtime_value, runtime_settings, set_value
 from app.templating import render, wants_fragment
@@ -29,8 +39,6 @@ from app.templating import render, wants_fragment
 # current_admin runs first, so a labeler's POST is refused as a labeler (403), not as CSRF.
 pages = APIRouter(prefix="/admin", dependencies=[Depends(current_admin), Depends(check_csrf)])
 api = APIRouter(prefix="/api/admin", dependencies=[Depends(current_admin), Depends(check_csrf)])
-pages.include_router(agreement_router.pages)
-api.include_router(agreement_router.api)
 
 REFRESH = {"HX-Trigger": "dashboard-refresh"}
 """Sent with a successful change: the page's live blocks reload at once."""
@@ -42,6 +50,16 @@ Context = Callable[[], dict[str, Any]]
 
 def _settings(session: Session) -> dict[str, Any]:
     return runtime_settings(session.connection(), get_settings())
+
+
+def _threshold(session: Session) -> float:
+    """The share of gold step ratings a labeler must match to pass screening and QC."""
+    return float(_settings(session)["screening_threshold"])
+
+
+def _default_overlap(session: Session) -> int:
+    """Labelers per solution, where a solution does not set its own."""
+    return int(_settings(session)["overlap"])
 
 
 def _page(
@@ -89,8 +107,78 @@ def overview_api(session: DbSession) -> Overview:
 
 
 def _overview(session: Session) -> Overview:
-    values = _settings(session)
-    return overview(session, int(values["overlap"]), float(values["screening_threshold"]))
+    return overview(session, _default_overlap(session), _threshold(session))
+
+
+# Agreement
+
+Generation = Annotated[int | None, Query(description="Only labels of this generation.")]
+Page = Annotated[int, Query(ge=1)]
+
+
+@pages.get("/agreement", response_class=HTMLResponse)
+def agreement_page(
+    request: Request, session: DbSession, generation: Generation = None
+) -> HTMLResponse:
+    report = _agreement(session, generation)
+    context = {
+        "section": "agreement",
+        "report": report,
+        "matrix": agreement.kappa_matrix(report.pairs),
+        "kappa_band": agreement.kappa_band,
+        "kappa_bands": agreement.KAPPA_BANDS,
+        "generations": agreement.label_generations(session),
+    }
+    return _page(request, "admin/agreement.html", context, "figures")
+
+
+@api.get("/agreement")
+def agreement_api(session: DbSession, generation: Generation = None) -> agreement.AgreementReport:
+    return _agreement(session, generation)
+
+
+def _agreement(session: Session, generation: int | None) -> agreement.AgreementReport:
+    return agreement.agreement_report(session, _threshold(session), generation)
+
+
+@pages.get("/agreement/items", response_class=HTMLResponse)
+def disagreed_items_page(
+    request: Request, session: DbSession, generation: Generation = None, page: Page = 1
+) -> HTMLResponse:
+    context = {
+        "section": "agreement",
+        "items": disagreements.most_disagreed(session, generation, page),
+        "generations": agreement.label_generations(session),
+    }
+    return _page(request, "admin/disagreements.html", context, "item_table")
+
+
+@api.get("/agreement/items")
+def disagreed_items_api(
+    session: DbSession, generation: Generation = None, page: Page = 1
+) -> disagreements.DisagreementPage:
+    return disagreements.most_disagreed(session, generation, page)
+
+
+def existing_item(solution_id: int, session: DbSession) -> disagreements.ItemRatings:
+    """Dependency: the solution named in the path with its counted labels, or 404."""
+    item = disagreements.item_ratings(session, solution_id)
+    if item is None:
+        raise HTTPException(404, f"There is no solution {solution_id}.")
+    return item
+
+
+Item = Annotated[disagreements.ItemRatings, Depends(existing_item)]
+
+
+@pages.get("/agreement/items/{solution_id}", response_class=HTMLResponse)
+def item_page(request: Request, item: Item) -> HTMLResponse:
+    return render(request, "admin/disagreement.html", {"section": "agreement", "item": item})
+
+
+@api.get("/agreement/items/{solution_id}")
+def item_api(item: Item) -> disagreements.ItemRatings:
+    return item
 
 
 # Progress and throughput
@@ -108,7 +196,7 @@ def progress_api(session: DbSession) -> progress.Progress:
 
 
 def _progress(session: Session) -> progress.Progress:
-    return progress.progress(session, int(_settings(session)["overlap"]))
+    return progress.progress(session, _default_overlap(session))
 
 
 def existing_window(window: str = throughput.DEFAULT_WINDOW) -> throughput.Window:
@@ -147,17 +235,17 @@ def qc_page(request: Request, session: DbSession, admin: CurrentAdmin) -> HTMLRe
 
 @api.get("/quality")
 def quality_api(session: DbSession) -> list[quality.LabelerQuality]:
-    return quality.labeler_quality(session, float(_settings(session)["screening_threshold"]))
+    return quality.labeler_quality(session, _threshold(session))
 
 
 def _qc_context(session: Session, admin: User) -> dict[str, Any]:
-    values = _settings(session)
+    values, threshold = _settings(session), _threshold(session)
     return {
         "section": "qc",
-        "threshold": float(values["screening_threshold"]),
+        "threshold": threshold,
         "values": {key: str(values[key]) for key in RUNTIME_KEYS},
         "errors": {},
-        "labelers": quality.labeler_quality(session, float(values["screening_threshold"])),
+        "labelers": quality.labeler_quality(session, threshold),
         "questions": quality.qc_questions(session),
         "candidates": quality.gold_candidates(session, admin.id),
         "open_generations": progress.open_by_generation(session),
@@ -208,7 +296,7 @@ def make_gold(
 ) -> HTMLResponse:
     try:
         solution, label = _whole_number(solution_id, "solution"), _whole_number(label_id, "label")
-        qc_questions.mark_quality_control(session, solution, label)
+        mark_quality_control(session, solution, label)
     except (LookupError, ValueError) as error:
         return _qc_answer(request, session, admin, error=str(error.args[0]))
     message = f"Solution {solution} is a quality-control question with gold label {label}."
@@ -220,7 +308,7 @@ def remove_gold(
     request: Request, session: DbSession, admin: CurrentAdmin, solution_id: int
 ) -> HTMLResponse:
     try:
-        qc_questions.unmark_quality_control(session, solution_id)
+        unmark_quality_control(session, solution_id)
     except LookupError as error:
         return _qc_answer(request, session, admin, error=str(error.args[0]))
     message = f"Solution {solution_id} is no longer a quality-control question."
@@ -245,7 +333,7 @@ def sample_for_agreement(
             number,
             wanted,
             labelers,
-            default_overlap=int(_settings(session)["overlap"]),
+            default_overlap=_default_overlap(session),
         )
     except ValidationError as error:
         return _qc_answer(request, session, admin, error=f"overlap: {describe(error)}")
@@ -292,7 +380,7 @@ def users_page(request: Request, session: DbSession) -> HTMLResponse:
 
 
 def _users_context(session: Session) -> dict[str, Any]:
-    threshold = float(_settings(session)["screening_threshold"])
+    threshold = _threshold(session)
     return {
         "section": "users",
         "threshold": threshold,

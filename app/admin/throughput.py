@@ -1,10 +1,13 @@
 """How fast labeling goes: labels per hour over time, per labeler and overall, and the
-median time per task and per step. Counts are bucketed and medians taken in SQL."""
+median time per task and per step. Counts are bucketed in SQL; the medians are taken with
+numpy over one row per timed label (one sort in numpy beats two window sorts in SQL)."""
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import ColumnElement, SQLColumnExpression, func, or_, select
+import numpy as np
+from sqlalchemy import SQLColumnExpression, func, or_, select
 from sqlalchemy.orm import Session
 
 from app.admin.aggregates import bucket_index, bucket_start, grouped_medians
@@ -83,9 +86,7 @@ def throughput(session: Session, window: Window, now: datetime | None = None) ->
     names = _labelers(session, in_window)
     series = _per_hour(session, window, start, in_window)
     figures = _figures(session, in_window)
-    task_medians = grouped_medians(session, Label.total_time, Label.labeler_id, in_window)
-    per_step = Label.total_time * 1.0 / _steps_rated()
-    step_medians = grouped_medians(session, per_step, Label.labeler_id, in_window)
+    task_medians, step_medians = _medians(session, in_window)
 
     def row(labeler_id: int | None, name: str) -> LabelerThroughput:
         labels, timed, spent_ms, last = figures.get(labeler_id, (0, 0, 0, None))
@@ -161,7 +162,23 @@ def _figures(
     return figures
 
 
-def _steps_rated() -> ColumnElement[int]:
-    # Per label through the primary key, so only the window's labels pay for it.
-    steps = select(func.count()).where(LabelStep.label_id == Label.id).correlate(Label)
-    return func.nullif(steps.scalar_subquery(), 0)
+def _medians(
+    session: Session, in_window: SQLColumnExpression[bool]
+) -> tuple[dict[Any, float], dict[Any, float]]:
+    """Median milliseconds per task, and per step rated, per labeler and overall (None)."""
+    # One join grouped by label, not a count per label in a subquery: Postgres prices
+    # 100,000 correlated counts so high that it compiles the query (JIT) for half a second.
+    rows = session.connection().execute(
+        select(Label.labeler_id, Label.total_time, func.count(LabelStep.step_index))
+        .outerjoin(LabelStep, LabelStep.label_id == Label.id)
+        .where(in_window, Label.total_time.is_not(None))
+        .group_by(Label.id)
+    )
+    # fromiter over the flattened rows: numpy reads Row objects one by one otherwise, 100x slower.
+    flat = np.fromiter((value for row in rows for value in row), dtype=np.int64)
+    labeler, spent, steps = flat.reshape(-1, 3).T
+    rated = steps > 0
+    return (
+        grouped_medians(labeler, spent.astype(np.float64)),
+        grouped_medians(labeler[rated], spent[rated] / steps[rated]),
+    )

@@ -3,7 +3,8 @@
 Nothing here is copied from MATH or any other dataset: every problem is drawn from a template
 with random numbers, and every solution is worked out by code, step by step. Some solutions
 carry a planted slip (a wrong sum or a dropped sign at one step) that propagates to a wrong
-final answer, so a new user has real mistakes to find.
+final answer, so a new user has real mistakes to find. A few more solutions come with their
+answer key (:func:`demo_gold_solutions`), to serve as quality-control questions.
 
 The number in a problem's ``unique_id`` (``demo/algebra/4321.json``) is the seed its problem
 was drawn from, so :func:`demo_solutions` can rebuild a problem from its record alone. The
@@ -11,11 +12,12 @@ numbers are stable only for one version of this module's list of families.
 """
 
 import re
-from collections.abc import Callable, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from random import Random
-from typing import Literal
+from typing import Any, Literal
 
 GENERATOR = "steplabel-demo"
 MAX_SOLUTIONS_PER_PROBLEM = 8
@@ -575,32 +577,52 @@ def _detour(rng: Random) -> str:
     )
 
 
-def _attempt(problem: DemoProblem, kind: Kind, rng: Random, computed: int) -> Worked | None:
+@dataclass(frozen=True)
+class Written:
+    """A worked solution, its steps finished with the answer section, and the step of its
+    planted slip (the first that states a wrong value), None without one."""
+
+    steps: list[str]
+    answer: Fraction
+    slipped_at: int | None
+
+
+def _attempt(problem: DemoProblem, kind: Kind, rng: Random, computed: int) -> Written | None:
     """One solution of the given kind, or None where its slip divided by zero."""
     slip = _slip(rng, computed) if kind == "wrong" else None
+    phrasing = rng.getstate()
     try:
         steps, answer = problem.solve(Scratch(rng, slip))
     except ZeroDivisionError:
         return None
+    slipped_at = None
+    if slip is not None:
+        # The same phrasing without the slip: the first step that reads differently is the
+        # first one that states a wrong value. The replay leaves ``rng`` where it was.
+        replay = Random()
+        replay.setstate(phrasing)
+        right = problem.solve(Scratch(replay))[0]
+        pairs = enumerate(zip(steps, right, strict=True))
+        slipped_at = next((i for i, (mine, theirs) in pairs if mine != theirs), None)
     if kind == "flawed":
         steps.insert(rng.randrange(1, len(steps)), _detour(rng))
-    return _finish(steps, answer), answer
+    return Written(_finish(steps, answer), answer, slipped_at)
 
 
 def _fresh_solution(
     problem: DemoProblem, kind: Kind, rng: Random, seen: set[tuple[str, ...]]
-) -> Worked:
+) -> Written:
     """A solution of the given kind whose steps are not among those already written."""
     scratch = Scratch()
     correct = problem.solve(scratch)[1]
     for _ in range(_ATTEMPTS):
-        worked = _attempt(problem, kind, rng, scratch.computed)
+        written = _attempt(problem, kind, rng, scratch.computed)
         # A slip can leave the answer right (abs of a positive value, a remainder that
         # absorbs it): such a draw, or a correct-kind one that came out wrong, is redrawn.
-        if worked is None or (worked[1] != correct) != (kind == "wrong"):
+        if written is None or (written.answer != correct) != (kind == "wrong"):
             continue
-        if tuple(worked[0]) not in seen:
-            return worked
+        if tuple(written.steps) not in seen:
+            return written
     raise RuntimeError(f"cannot write another distinct {kind} solution for: {problem.text}")
 
 
@@ -618,30 +640,44 @@ def _kinds(rng: Random, per_problem: int) -> list[Kind]:
     return kinds
 
 
-def _problem_solutions(
-    record: dict[str, object], seed: int, per_problem: int
-) -> list[dict[str, object]]:
+def _score(kind: Kind, rng: Random) -> float:
+    """A verifier-like score: higher for correct solutions, on average."""
+    return round(min(1.0, max(0.0, rng.gauss(_SCORE_MEANS[kind], 0.16))), 3)
+
+
+def _solution_line(uid: str, steps: list[str], answer: str, score: float) -> dict[str, object]:
+    """A solution as ``steplabel import solutions`` reads it."""
+    return {
+        "unique_id": uid,
+        "steps": steps,
+        "answer": answer,
+        "generator": GENERATOR,
+        "score": score,
+    }
+
+
+def _drawn_problem(record: dict[str, object]) -> tuple[str, DemoProblem]:
+    """The record's ``unique_id`` and the problem drawn from it, checked against its text."""
     uid = str(record["unique_id"])
     problem = draw_problem(problem_number(uid))
     if problem.text != record["problem"]:
         raise ValueError(f"{uid} is not the demo problem it names")
+    return uid, problem
+
+
+def _problem_solutions(
+    record: dict[str, object], seed: int, per_problem: int
+) -> list[dict[str, object]]:
+    uid, problem = _drawn_problem(record)
     # Seeded per problem, so a problem's solutions do not depend on the rest of the list.
     rng = Random(f"{seed}:{uid}")
     solutions: list[dict[str, object]] = []
     seen: set[tuple[str, ...]] = set()
     for kind in _kinds(rng, per_problem):
-        steps, answer = _fresh_solution(problem, kind, rng, seen)
-        seen.add(tuple(steps))
-        score = min(1.0, max(0.0, rng.gauss(_SCORE_MEANS[kind], 0.16)))
-        solutions.append(
-            {
-                "unique_id": uid,
-                "steps": steps,
-                "answer": tex(answer),
-                "generator": GENERATOR,
-                "score": round(score, 3),
-            }
-        )
+        written = _fresh_solution(problem, kind, rng, seen)
+        seen.add(tuple(written.steps))
+        line = _solution_line(uid, written.steps, tex(written.answer), _score(kind, rng))
+        solutions.append(line)
     return solutions
 
 
@@ -658,3 +694,58 @@ def demo_solutions(
         for record in problems
         for solution in _problem_solutions(record, seed, per_problem)
     ]
+
+
+GOLD_SEED = 2
+
+
+@dataclass(frozen=True)
+class GoldSolution:
+    """A demo solution with its answer key, fit to be a quality-control question's gold label:
+    every step rated +1 up to the planted slip, which is rated -1 (``found_error``), or every
+    step +1 where there is no slip (``solution``)."""
+
+    unique_id: str
+    steps: list[str]
+    answer: str
+    score: float
+    ratings: list[int]
+    finish_reason: Literal["found_error", "solution"]
+
+    def line(self) -> dict[str, object]:
+        """The solution as :func:`demo_solutions` writes them."""
+        return _solution_line(self.unique_id, self.steps, self.answer, self.score)
+
+
+def demo_gold_solutions(
+    problems: list[dict[str, object]],
+    taken: Iterable[Mapping[str, Any]] = (),
+    seed: int = GOLD_SEED,
+) -> list[GoldSolution]:
+    """One more solution of each problem, alternately with a slip and correct, with its
+    answer key; none repeats the steps of a solution in ``taken`` (lines of the same shape)."""
+    written_before: defaultdict[str, set[tuple[str, ...]]] = defaultdict(set)
+    for line in taken:
+        written_before[line["unique_id"]].add(tuple(line["steps"]))
+    kinds: tuple[Kind, Kind] = ("wrong", "correct")
+    return [
+        _gold_solution(record, kinds[index % 2], seed, written_before)
+        for index, record in enumerate(problems)
+    ]
+
+
+def _gold_solution(
+    record: dict[str, object],
+    kind: Kind,
+    seed: int,
+    written_before: dict[str, set[tuple[str, ...]]],
+) -> GoldSolution:
+    uid, problem = _drawn_problem(record)
+    rng = Random(f"gold:{seed}:{uid}")
+    written = _fresh_solution(problem, kind, rng, written_before[uid])
+    answer, score = tex(written.answer), _score(kind, rng)
+    if written.slipped_at is None:
+        ratings = [1] * len(written.steps)
+        return GoldSolution(uid, written.steps, answer, score, ratings, "solution")
+    ratings = [1] * written.slipped_at + [-1]
+    return GoldSolution(uid, written.steps, answer, score, ratings, "found_error")

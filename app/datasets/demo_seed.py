@@ -1,20 +1,32 @@
-"""``steplabel seed-demo``: demo users and a demo set of problems and solutions, once."""
+"""``steplabel seed-demo``: demo users and a demo set of problems and solutions, once.
+
+The demo shows the whole loop with its two labelers: the first solutions in the queue go to
+both of them, so agreement figures appear after a few labels, and a few more solutions are
+quality-control questions whose gold labels are the demo admin's own labels, imported and
+marked the way an admin does it (``steplabel import prm800k``, ``steplabel qc add``).
+"""
 
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from app import prm800k
 from app.datasets import demo
-from app.datasets.importing import import_problems, import_solutions
+from app.datasets.importing import import_prm800k, import_problems, import_solutions
 from app.datasets.reading import SourceLine
-from app.models import Role, User
+from app.labeling.quality import mark_quality_control
+from app.models import Label, QueueState, Role, Solution, User, utc_now
 from app.users import create_user, new_password
 
 POOL_SEED = 1
 DEMO_USERS = (("admin", Role.ADMIN), ("alice", Role.LABELER), ("bob", Role.LABELER))
+SHARED_SOLUTIONS = 12
+"""The first solutions in the queue, which both demo labelers label."""
+SHARED_OVERLAP = 2
+QUALITY_CONTROL_QUESTIONS = 2
 
 
 @dataclass
@@ -23,6 +35,9 @@ class SeedReport:
     """(name, role, password) of each user created now."""
     problems: int = 0
     solutions: int = 0
+    """Queued for labeling, the quality-control questions among them."""
+    shared: int = 0
+    quality_control: int = 0
     pool: int = 0
 
     def describe(self) -> str:
@@ -32,7 +47,9 @@ class SeedReport:
             f"  {name:<8} {role:<8} password: {password}" for name, role, password in self.passwords
         )
         return (
-            f"demo seeded: {self.problems} problems, {self.solutions} solutions to label, "
+            f"demo seeded: {self.problems} problems, {self.solutions} solutions to label "
+            f"(the first {self.shared} by both labelers, {self.quality_control} "
+            f"quality-control questions with the admin's gold labels), "
             f"{self.pool} more in the pool the PRM selects from\nusers:\n{users}"
         )
 
@@ -47,16 +64,87 @@ def seed(session: Session) -> SeedReport:
     report = SeedReport()
     if session.scalar(select(User.id).where(User.name == DEMO_USERS[0][0])) is not None:
         return report
+    accounts = {}
     for name, role in DEMO_USERS:
         password = new_password()
         # Demo labelers skip screening so they can label the demo data at once.
-        create_user(session, name, role, password, approved=True)
+        accounts[name] = create_user(session, name, role, password, approved=True)
         report.passwords.append((name, role.value, password))
     problems = demo.demo_problems()
     report.problems = import_problems(session, _lines("demo-problems", problems)).added
     solutions = demo.demo_solutions(problems)
     report.solutions = import_solutions(session, _lines("demo-solutions", solutions)).added
+    report.shared = _share_the_head_of_the_queue(session, SHARED_SOLUTIONS)
     # Unqueued samples for the worker's active learning to choose the next generation from.
     pool = demo.demo_solutions(problems, seed=POOL_SEED, per_problem=6)
     report.pool = import_solutions(session, _lines("demo-pool", pool), queue=False).added
+    gold = demo.demo_gold_solutions(problems[-QUALITY_CONTROL_QUESTIONS:], [*solutions, *pool])
+    questions = [answer_key.line() for answer_key in gold]
+    report.solutions += import_solutions(session, _lines("demo-quality-control", questions)).added
+    report.quality_control = _make_gold(session, accounts["admin"], problems, gold)
     return report
+
+
+def _share_the_head_of_the_queue(session: Session, count: int) -> int:
+    """Give the first ``count`` solutions in queue order to SHARED_OVERLAP labelers each."""
+    head = session.scalars(
+        select(Solution.id)
+        .where(Solution.queue_state == QueueState.OPEN.value)
+        .order_by(Solution.generation, Solution.id)
+        .limit(count)
+    ).all()
+    session.execute(update(Solution).where(Solution.id.in_(head)).values(overlap=SHARED_OVERLAP))
+    return len(head)
+
+
+def _make_gold(
+    session: Session,
+    admin: User,
+    problems: list[dict[str, object]],
+    gold: list[demo.GoldSolution],
+) -> int:
+    """Import the admin's labels of the ``gold`` solutions and make each the gold label of
+    its solution; returns how many questions that makes."""
+    records = {record["unique_id"]: record for record in problems}
+    lines = [_admin_label(admin, records[answer_key.unique_id], answer_key) for answer_key in gold]
+    import_prm800k(session, _lines("demo-gold-labels", lines))
+    labels = session.execute(
+        select(Solution.id, Label.id)
+        .join(Label, Label.solution_id == Solution.id)
+        .where(Label.labeler_id == admin.id)
+    )
+    questions = 0
+    for solution_id, label_id in labels.all():
+        mark_quality_control(session, solution_id, label_id)
+        questions += 1
+    return questions
+
+
+def _admin_label(
+    admin: User, problem: dict[str, object], answer_key: demo.GoldSolution
+) -> dict[str, object]:
+    """The admin's label of a solution, rated by its answer key, as a PRM800K line."""
+    question = prm800k.question_dict(
+        str(problem["problem"]),
+        str(problem["solution"]),
+        str(problem["answer"]),
+        (answer_key.steps, answer_key.answer, answer_key.score),
+    )
+    steps = [
+        # PRM800K chooses no completion at a negative step.
+        prm800k.step_dict(
+            [prm800k.completion_dict(text, rating, False)], None, 0 if rating >= 0 else None
+        )
+        for text, rating in zip(answer_key.steps, answer_key.ratings, strict=False)
+    ]
+    return prm800k.record_dict(
+        labeler=admin.uuid,
+        timestamp=utc_now(),
+        generation=0,
+        is_quality_control=False,
+        is_initial_screening=False,
+        question=question,
+        steps=steps,
+        total_time=None,
+        finish_reason=answer_key.finish_reason,
+    )

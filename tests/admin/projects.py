@@ -1,19 +1,27 @@
 """Fixed labeling projects for the agreement tests: labels as plain data, and in a database.
 
 A project is a list of ``Work`` items (one labeler's label of one solution) over solutions of
-known length. The tests compute the reference figures from these plain lists, independently
-of the app's SQL and numpy, and compare them with what the app computes from the tables.
+known length; ``GoldQuestions`` adds quality-control and screening questions with gold labels
+and the labelers' answers. The tests compute the reference figures from these plain lists,
+independently of the app's SQL and numpy, and compare them with what the app computes from
+the tables.
 """
 
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
-from app.models import Label, Solution, User
+from app.admin.quality import GoldComparison
+from app.labeling.quality import mark_quality_control
+from app.models import SCREENING_GENERATION, Label, Role, Solution, User
 from tests.factories import make_rated_label, make_solution, make_user
 
 LABELERS = ("ann", "ben", "cyd", "dee", "eli")
+FINISHED = ("found_error", "solution")
+Ratings = list[list[int | None]]
+"""Per step, the ratings of its completions (the solution's own step first)."""
 
 
 @dataclass(frozen=True)
@@ -97,3 +105,123 @@ def shared_steps(works: list[Work]) -> dict[tuple[int, int], dict[str, int]]:
         for step, rating in enumerate(work.ratings):
             steps.setdefault((work.solution, step), {})[work.labeler] = rating
     return {key: ratings for key, ratings in steps.items() if len(ratings) >= 2}
+
+
+def compared_with_gold(answers: Iterable[tuple[Ratings, str, Ratings, str]]) -> GoldComparison:
+    """The reference for accuracy against gold: each (answer's ratings, its finish reason,
+    the gold ratings, the gold finish reason) compared completion by completion, with loops."""
+    count = compared = agreeing = first_compared = first_agreeing = 0
+    for ratings, finish, gold, gold_finish in answers:
+        count += 1
+        for mine, theirs in zip(ratings, gold, strict=False):
+            for index, rating in enumerate(mine):
+                if index < len(theirs) and rating is not None and theirs[index] is not None:
+                    compared += 1
+                    agreeing += rating == theirs[index]
+        if finish in FINISHED and gold_finish in FINISHED:
+            first_compared += 1
+            first_agreeing += first_error(ratings) == first_error(gold)
+    return GoldComparison.of(count, (compared, agreeing), (first_compared, first_agreeing))
+
+
+def first_error(ratings: Ratings) -> int:
+    """The first step whose own completion is rated negative; -1 for none."""
+    return next((i for i, step in enumerate(ratings) if step[0] == -1), -1)
+
+
+@dataclass(frozen=True)
+class GoldAnswer:
+    labeler: str
+    question: int
+    generation: int
+    """The generation it was served in (SCREENING_GENERATION for a screening question)."""
+    ratings: list[int]
+    finish: str
+
+
+@dataclass
+class GoldQuestions:
+    """Questions with gold labels (ratings and finish reason), and the answers to them."""
+
+    steps: list[int]
+    gold: list[tuple[list[int], str]]
+    screening: list[bool]
+    answers: list[GoldAnswer] = field(default_factory=list)
+
+    def reference(
+        self,
+        *,
+        labeler: str | None = None,
+        generation: int | None = None,
+        screening: bool = False,
+    ) -> GoldComparison:
+        """The answers of ``labeler`` (or everyone), of ``generation`` (or every one), to
+        screening or to QC questions, compared with their gold labels by the reference."""
+        return compared_with_gold(
+            (
+                [[rating] for rating in answer.ratings],
+                answer.finish,
+                [[rating] for rating in self.gold[answer.question][0]],
+                self.gold[answer.question][1],
+            )
+            for answer in self.answers
+            if self.screening[answer.question] == screening
+            and labeler in (None, answer.labeler)
+            and generation in (None, answer.generation)
+        )
+
+
+def random_gold_questions(
+    seed: int, labelers: tuple[str, ...] = LABELERS, generations: tuple[int, ...] = (0, 1)
+) -> GoldQuestions:
+    """Two QC questions, which every labeler answers once in each generation, and a
+    screening question, which each answers once; the answers mostly follow the gold."""
+    rng = random.Random(seed)
+    questions = GoldQuestions(steps=[], gold=[], screening=[])
+    truths = []
+    for screening in (False, False, True):
+        steps = rng.randint(3, 6)
+        truth = rng.choices((1, 0, -1), weights=(5, 2, 2), k=steps)
+        # The gold label stops at the first error, as a phase-2 label does.
+        gold = truth[: truth.index(-1) + 1] if -1 in truth else truth
+        questions.steps.append(steps)
+        questions.gold.append((gold, "found_error" if -1 in truth else "solution"))
+        questions.screening.append(screening)
+        truths.append(truth)
+    for labeler in labelers:
+        for question, screening in enumerate(questions.screening):
+            for generation in (SCREENING_GENERATION,) if screening else generations:
+                ratings, finish = phase2_ratings(rng, truths[question], faithful=0.7)
+                questions.answers.append(GoldAnswer(labeler, question, generation, ratings, finish))
+    return questions
+
+
+def store_gold(session: Session, questions: GoldQuestions, users: dict[str, User]) -> None:
+    """The questions as solutions with an admin's gold labels, made QC questions the way the
+    app does it, and the answers as labels (users for labelers not in ``users``)."""
+    admin = make_user(session, "gold-keeper", role=Role.ADMIN)
+    solutions = []
+    for steps, (ratings, finish), screening in zip(
+        questions.steps, questions.gold, questions.screening, strict=True
+    ):
+        generation = SCREENING_GENERATION if screening else 0
+        solution = make_solution(
+            session, [f"Gold step {n}." for n in range(steps)], generation=generation
+        )
+        gold = make_rated_label(session, admin, solution, list(ratings), finish_reason=finish)
+        mark_quality_control(session, solution.id, gold.id)
+        solutions.append(solution)
+    for answer in questions.answers:
+        if answer.labeler not in users:
+            users[answer.labeler] = make_user(session, answer.labeler)
+        screening = questions.screening[answer.question]
+        make_rated_label(
+            session,
+            users[answer.labeler],
+            solutions[answer.question],
+            list(answer.ratings),
+            finish_reason=answer.finish,
+            generation=answer.generation,
+            is_quality_control=not screening,
+            is_initial_screening=screening,
+        )

@@ -17,19 +17,28 @@ from sqlalchemy.orm import Session
 from statsmodels.stats.inter_rater import aggregate_raters
 from statsmodels.stats.inter_rater import fleiss_kappa as statsmodels_fleiss_kappa
 
-from app.admin.agreement import AgreementReport, agreement_report, kappa_matrix
+from app.admin.agreement import (
+    AgreementReport,
+    agreement_report,
+    kappa_matrix,
+    overall_agreement,
+)
+from app.admin.quality import labeler_quality
 from app.models import GoldLabel, Label
 from tests.admin.projects import (
     LABELERS,
     Project,
     Work,
+    random_gold_questions,
     random_project,
     shared_steps,
     store,
+    store_gold,
 )
 from tests.factories import make_rated_label, make_solution, make_user
 
 RATINGS = [-1, 0, 1]
+THRESHOLD = 0.8
 
 
 def reference_alpha(works: list[Work]) -> float:
@@ -91,7 +100,7 @@ def test_alpha_kappas_and_first_errors_match_the_oracles(
     session: Session, project: Project
 ) -> None:
     store(session, project)
-    report = agreement_report(session)
+    report = agreement_report(session, THRESHOLD)
     overall = report.overall
 
     steps = shared_steps(project.works)
@@ -123,7 +132,7 @@ def test_alpha_kappas_and_first_errors_match_the_oracles(
 
 def test_per_labeler_agreement_pools_the_others_ratings(session: Session, project: Project) -> None:
     store(session, project)
-    report = agreement_report(session)
+    report = agreement_report(session, THRESHOLD)
     pairs = reference_pairs(project.works)
     for row in report.labelers:
         name = row.labeler.name
@@ -153,7 +162,7 @@ def test_finish_reason_agreement_counts_pairs_of_labels(session: Session) -> Non
     make_rated_label(session, users["ann"], other, [1], finish_reason="give_up")
     make_rated_label(session, users["ben"], other, [1], finish_reason="give_up")
 
-    finish = agreement_report(session).overall.finish_reason
+    finish = agreement_report(session, THRESHOLD).overall.finish_reason
     # (ann, cyd) and the two give-ups agree; (ann, ben) and (ben, cyd) do not.
     assert (finish.label_pairs, finish.agreement) == (4, approx(2 / 4))
 
@@ -171,7 +180,7 @@ def test_fleiss_kappa_matches_statsmodels_with_equal_raters(session: Session) ->
     # statsmodels counts categories 0, 1, 2: ratings shifted by one.
     ratings = [list(ratings.values()) for ratings in shared_steps(project.works).values()]
     table, _ = aggregate_raters(np.array(ratings) + 1, n_cat=3)
-    overall = agreement_report(session).overall
+    overall = agreement_report(session, THRESHOLD).overall
     assert overall.steps == 48
     assert overall.fleiss_kappa == approx(statsmodels_fleiss_kappa(table, method="fleiss"))
 
@@ -190,25 +199,78 @@ def test_fleiss_kappa_with_varying_raters_weighs_steps_equally(
     chance = sum((all_ratings.count(r) / len(all_ratings)) ** 2 for r in RATINGS)
     expected = (np.mean(per_step) - chance) / (1 - chance)
     assert len({len(ratings) for ratings in steps}) > 1  # raters do vary
-    assert agreement_report(session).overall.fleiss_kappa == approx(expected)
+    assert agreement_report(session, THRESHOLD).overall.fleiss_kappa == approx(expected)
 
 
 def test_each_generation_is_computed_on_its_own_labels(session: Session, project: Project) -> None:
     store(session, project)
-    report = agreement_report(session)
+    report = agreement_report(session, THRESHOLD)
     assert [row.generation for row in report.by_generation] == [0, 1]
     for row in report.by_generation:
         works = [w for w in project.works if project.generations[w.solution] == row.generation]
         assert row.krippendorff_alpha == approx(reference_alpha(works))
-        filtered = agreement_report(session, generation=row.generation)
-        assert filtered.overall.model_dump() == row.model_dump(exclude={"generation"})
+        filtered = agreement_report(session, THRESHOLD, generation=row.generation)
+        assert filtered.overall.model_dump() == row.model_dump(
+            exclude={"generation", "quality_control"}
+        )
         assert filtered.generation == row.generation
     assert sum(row.steps for row in report.by_generation) == report.overall.steps
 
 
+def test_labelers_carry_the_quality_pages_figures_against_gold(
+    session: Session, project: Project
+) -> None:
+    stored = store(session, project)
+    # QC answers in generations 0 and 1 (those of the project) and 2 (none shared there);
+    # "fay" only answered gold questions.
+    questions = random_gold_questions(seed=5, labelers=(*LABELERS, "fay"), generations=(0, 1, 2))
+    store_gold(session, questions, stored.users)
+    report = agreement_report(session, THRESHOLD)
+    quality_page = {row.labeler_id: row for row in labeler_quality(session, THRESHOLD)}
+
+    assert {row.labeler.name for row in report.labelers} == {*LABELERS, "fay"}
+    for row in report.labelers:
+        name, same = row.labeler.name, quality_page[row.labeler.id]
+        assert row.quality_control == same.quality_control == questions.reference(labeler=name)
+        assert row.screening == same.screening
+        assert row.screening == questions.reference(labeler=name, screening=True)
+        assert row.passes_quality_control is same.passes_quality_control
+        assert row.passes_quality_control is row.quality_control.passes(THRESHOLD)
+        assert row.passes_screening is row.screening.passes(THRESHOLD)
+    (fay,) = [row for row in report.labelers if row.labeler.name == "fay"]
+    assert (fay.labels, fay.shared_steps, fay.kappa, fay.flag_rate) == (0, 0, None, None)
+
+    assert report.screening_threshold == THRESHOLD
+    assert report.quality_control == questions.reference()
+    assert [row.generation for row in report.by_generation] == [0, 1, 2]
+    for row in report.by_generation:
+        assert row.quality_control == questions.reference(generation=row.generation)
+    assert report.by_generation[2].steps == 0 and report.by_generation[2].krippendorff_alpha is None
+
+    filtered = agreement_report(session, THRESHOLD, generation=1)
+    assert filtered.quality_control == questions.reference(generation=1)
+    assert filtered.by_generation[0].quality_control == filtered.quality_control
+    for row in filtered.labelers:
+        name = row.labeler.name
+        assert row.quality_control == questions.reference(labeler=name, generation=1)
+        assert row.screening == questions.reference(labeler=name, screening=True)
+
+
+def test_overall_agreement_is_the_reports_overall(session: Session, project: Project) -> None:
+    store(session, project)
+    assert overall_agreement(session) == agreement_report(session, THRESHOLD).overall
+    assert overall_agreement(session).steps == len(shared_steps(project.works))
+    one = agreement_report(session, THRESHOLD, generation=1).overall
+    assert overall_agreement(session, generation=1) == one
+
+
 def comparable(report: AgreementReport) -> dict[str, object]:
-    """The agreement figures, leaving out the labelers' activity (their label counts)."""
-    dumped = report.model_dump(include={"overall", "by_generation", "pairs"})
+    """The agreement figures, leaving out the labelers' activity (their label counts) and
+    the figures against gold."""
+    dumped = report.model_dump(
+        include={"overall", "by_generation", "pairs"},
+        exclude={"by_generation": {"__all__": {"quality_control"}}},
+    )
     dumped["labelers"] = {
         row.labeler.name: (row.shared_steps, row.rating_pairs, row.kappa) for row in report.labelers
     }
@@ -217,7 +279,7 @@ def comparable(report: AgreementReport) -> dict[str, object]:
 
 def test_labels_that_do_not_count_change_nothing(session: Session, project: Project) -> None:
     stored = store(session, project)
-    clean = comparable(agreement_report(session))
+    clean = comparable(agreement_report(session, THRESHOLD))
     ann, ben = stored.users["ann"], stored.users["ben"]
     first = stored.solutions[0]
     # Quality-control and screening labels, and labels of a QC solution, have gold instead.
@@ -245,11 +307,11 @@ def test_labels_that_do_not_count_change_nothing(session: Session, project: Proj
         session, stored.users[labeler], first, [-1], timestamp=datetime(2023, 1, 1), generation=0
     )
     session.flush()
-    assert comparable(agreement_report(session)) == clean
+    assert comparable(agreement_report(session, THRESHOLD)) == clean
 
 
 def test_no_overlap_and_a_single_labeler(session: Session) -> None:
-    empty = agreement_report(session)
+    empty = agreement_report(session, THRESHOLD)
     assert (empty.overall.steps, empty.overall.krippendorff_alpha, empty.pairs) == (0, None, [])
     assert (empty.overall.first_error.exact, empty.overall.finish_reason.agreement) == (None, None)
     assert empty.labelers == [] and empty.by_generation == []
@@ -257,7 +319,7 @@ def test_no_overlap_and_a_single_labeler(session: Session) -> None:
     ann = make_user(session, "ann")
     for ratings in ([1, 1], [1, -1], [0]):
         make_rated_label(session, ann, make_solution(session, ["A.", "B."]), ratings)
-    alone = agreement_report(session)
+    alone = agreement_report(session, THRESHOLD)
     assert alone.overall.steps == alone.overall.solutions == 0
     assert alone.overall.fleiss_kappa is None and alone.pairs == []
     (row,) = alone.labelers
@@ -272,7 +334,7 @@ def test_identical_ratings_agree_fully_but_kappa_is_undefined(session: Session) 
         solution = make_solution(session, ["A.", "B."])
         make_rated_label(session, ann, solution, [1, 1])
         make_rated_label(session, ben, solution, [1, 1])
-    report = agreement_report(session)
+    report = agreement_report(session, THRESHOLD)
     overall = report.overall
     assert (overall.steps, overall.observed_agreement) == (6, 1.0)
     # No expected disagreement: alpha and the kappas are 0/0, shown as missing.
@@ -289,7 +351,7 @@ def test_steps_after_an_early_stop_are_unreached_not_disagreements(session: Sess
     make_rated_label(session, ann, solution, [1, -1])
     make_rated_label(session, ben, solution, [1, 1, 1, 0])
     make_rated_label(session, cyd, solution, [1], finish_reason="give_up")
-    report = agreement_report(session)
+    report = agreement_report(session, THRESHOLD)
     # Step 1: three ratings; step 2: two; steps 3 and 4: one labeler only.
     assert (report.overall.steps, report.overall.ratings) == (2, 5)
     expected = krippendorff.alpha(
@@ -313,7 +375,7 @@ def test_labeler_rates_count_flags_give_ups_and_bad_problems(session: Session) -
     make_rated_label(session, ann, make_solution(session, steps), [0], finish_reason="give_up")
     make_rated_label(session, ann, make_solution(session, steps), [], finish_reason="bad_problem")
     make_rated_label(session, ann, make_solution(session, steps), [1, 1, 1], flagged=(1,))
-    (row,) = agreement_report(session).labelers
+    (row,) = agreement_report(session, THRESHOLD).labelers
     assert row.labels == 5
     # Two labels flagged a step (one of them two steps).
     assert row.flag_rate == approx(2 / 5)
@@ -322,7 +384,7 @@ def test_labeler_rates_count_flags_give_ups_and_bad_problems(session: Session) -
 
 def test_the_kappa_matrix_is_square_and_symmetric(session: Session, project: Project) -> None:
     store(session, project)
-    pairs = agreement_report(session).pairs
+    pairs = agreement_report(session, THRESHOLD).pairs
     matrix = kappa_matrix(pairs)
     names = [labeler.name for labeler in matrix.labelers]
     assert names == sorted(names) and len(names) == len(LABELERS)

@@ -1,17 +1,25 @@
-"""The agreement pages and API over HTTP: access, the same numbers on page and JSON, updates."""
+"""The agreement pages and API over HTTP: access, the same numbers on page and JSON, updates.
+
+The project has regular labels by five labelers and answers to QC and screening questions."""
 
 import html
 import re
-from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.main import create_app
-from app.templating import coefficient, percent
-from tests.admin.projects import LABELERS, Stored, random_project, store
+from app.templating import decimal, number, percent
+from tests.admin.projects import (
+    LABELERS,
+    Stored,
+    random_gold_questions,
+    random_project,
+    store,
+    store_gold,
+)
 from tests.factories import make_rated_label, make_solution, make_user
 from tests.web import add_user, admin_client, log_in
 
@@ -20,15 +28,10 @@ APIS = ("/api/admin/agreement", "/api/admin/agreement/items")
 
 
 @pytest.fixture
-def client(engine: Engine) -> Iterator[TestClient]:
-    with TestClient(create_app()) as client:
-        yield client
-
-
-@pytest.fixture
 def project(engine: Engine) -> Stored:
     with Session(engine, expire_on_commit=False) as session:
         stored = store(session, random_project(seed=11, generations=(0, 1)))
+        store_gold(session, random_gold_questions(seed=12), stored.users)
         session.commit()
     return stored
 
@@ -40,6 +43,19 @@ def cell(page: str, element_id: str) -> str:
     return html.unescape(match.group(1)).strip()
 
 
+def gold_cells(comparison: dict[str, Any]) -> list[str]:
+    """The page's cells of a comparison with gold: answers, steps agree, first error agrees."""
+    return [
+        number(comparison["answers"]),
+        percent(comparison["step_accuracy"]),
+        percent(comparison["first_error_accuracy"]),
+    ]
+
+
+def verdict(passes: bool | None) -> str:
+    return {None: "no gold yet", True: "passes", False: "below threshold"}[passes]
+
+
 def row_cells(page: str, row_id: str) -> list[str]:
     """The cells' text of the table row with this id, brackets and all."""
     match = re.search(rf'<tr id="{row_id}">(.*?)</tr>', page, re.DOTALL)
@@ -49,31 +65,31 @@ def row_cells(page: str, row_id: str) -> list[str]:
 
 
 def test_a_labeler_gets_403_from_every_agreement_page_and_api(
-    client: TestClient, engine: Engine, project: Stored
+    app_client: TestClient, engine: Engine, project: Stored
 ) -> None:
     add_user(engine, "lee")
-    log_in(client, "lee")
+    log_in(app_client, "lee")
     solution_id = project.solutions[0].id
     for path in (*PAGES, *APIS, f"{PAGES[1]}/{solution_id}", f"{APIS[1]}/{solution_id}"):
-        response = client.get(path)
+        response = app_client.get(path)
         assert response.status_code == 403, path
         assert "kappa" not in response.text.lower()
 
 
-def test_logged_out_pages_go_to_login_and_the_api_answers_401(client: TestClient) -> None:
-    assert client.get(PAGES[0], follow_redirects=False).status_code == 303
-    assert client.get(APIS[0]).status_code == 401
+def test_logged_out_pages_go_to_login_and_the_api_answers_401(app_client: TestClient) -> None:
+    assert app_client.get(PAGES[0], follow_redirects=False).status_code == 303
+    assert app_client.get(APIS[0]).status_code == 401
 
 
 def test_the_page_shows_the_numbers_of_the_json(
-    client: TestClient, engine: Engine, project: Stored
+    app_client: TestClient, engine: Engine, project: Stored
 ) -> None:
-    admin_client(client, engine)
-    report = client.get(APIS[0]).json()
-    page = client.get(PAGES[0]).text
+    admin_client(app_client, engine)
+    report = app_client.get(APIS[0]).json()
+    page = app_client.get(PAGES[0]).text
     overall = report["overall"]
-    assert cell(page, "overall-krippendorff_alpha") == coefficient(overall["krippendorff_alpha"])
-    assert cell(page, "overall-fleiss_kappa") == coefficient(overall["fleiss_kappa"])
+    assert cell(page, "overall-krippendorff_alpha") == decimal(overall["krippendorff_alpha"])
+    assert cell(page, "overall-fleiss_kappa") == decimal(overall["fleiss_kappa"])
     assert cell(page, "overall-observed_agreement") == percent(overall["observed_agreement"])
     first_error = overall["first_error"]
     assert cell(page, "overall-first_error_exact") == percent(first_error["exact"])
@@ -82,18 +98,23 @@ def test_the_page_shows_the_numbers_of_the_json(
     )
     assert cell(page, "overall-finish_reason") == percent(overall["finish_reason"]["agreement"])
     assert cell(page, "overall-solutions") == str(overall["solutions"])
+    qc = report["quality_control"]
+    assert qc["answers"] > 0
+    assert cell(page, "overall-qc_step_accuracy") == percent(qc["step_accuracy"])
+    assert cell(page, "overall-qc_first_error_accuracy") == percent(qc["first_error_accuracy"])
 
     for row in report["by_generation"]:
         assert row_cells(page, f"generation-{row['generation']}") == [
             str(row["generation"]),
             str(row["solutions"]),
             str(row["steps"]),
-            coefficient(row["krippendorff_alpha"]),
-            coefficient(row["fleiss_kappa"]),
+            decimal(row["krippendorff_alpha"]),
+            decimal(row["fleiss_kappa"]),
             percent(row["observed_agreement"]),
             percent(row["first_error"]["exact"]),
             percent(row["first_error"]["within_one_step"]),
             percent(row["finish_reason"]["agreement"]),
+            *gold_cells(row["quality_control"]),
         ]
     for row in report["labelers"]:
         assert row_cells(page, f"labeler-{row['labeler']['id']}") == [
@@ -101,44 +122,55 @@ def test_the_page_shows_the_numbers_of_the_json(
             str(row["labels"]),
             str(row["shared_steps"]),
             percent(row["observed_agreement"]),
-            coefficient(row["kappa"]),
+            decimal(row["kappa"]),
+            *gold_cells(row["quality_control"]),
+            verdict(row["passes_quality_control"]),
+            percent(row["screening"]["step_accuracy"]),
+            verdict(row["passes_screening"]),
             percent(row["flag_rate"]),
             percent(row["give_up_rate"]),
             percent(row["bad_problem_rate"]),
         ]
+    # The quality-control page's own JSON has the same figures against gold.
+    quality = {row["labeler_id"]: row for row in app_client.get("/api/admin/quality").json()}
+    for row in report["labelers"]:
+        same = quality[row["labeler"]["id"]]
+        assert (row["quality_control"], row["screening"]) == (
+            same["quality_control"],
+            same["screening"],
+        )
     matrix = page[page.index('id="kappa-matrix"') :]
     for pair in report["pairs"]:
         names = f"{pair['first']['name']} and {pair['second']['name']}: "
         shown = re.search(re.escape(names) + r'[^"]*">([^<]*)</td>', matrix)
-        assert shown and shown.group(1) == coefficient(pair["cohen_kappa"], 2), names
+        assert shown and shown.group(1) == decimal(pair["cohen_kappa"], 2), names
     assert len(report["labelers"]) == len(LABELERS)
 
 
 def test_a_generation_filter_narrows_page_and_json(
-    client: TestClient, engine: Engine, project: Stored
+    app_client: TestClient, engine: Engine, project: Stored
 ) -> None:
-    admin_client(client, engine)
-    whole = client.get(APIS[0]).json()
-    one = client.get(APIS[0], params={"generation": 1}).json()
+    admin_client(app_client, engine)
+    whole = app_client.get(APIS[0]).json()
+    one = app_client.get(APIS[0], params={"generation": 1}).json()
     assert one["generation"] == 1
     (generation_one,) = [row for row in whole["by_generation"] if row["generation"] == 1]
     assert one["overall"]["steps"] == generation_one["steps"] < whole["overall"]["steps"]
-    page = client.get(PAGES[0], params={"generation": 1}).text
-    assert cell(page, "overall-krippendorff_alpha") == coefficient(
-        generation_one["krippendorff_alpha"]
-    )
+    page = app_client.get(PAGES[0], params={"generation": 1}).text
+    assert cell(page, "overall-krippendorff_alpha") == decimal(generation_one["krippendorff_alpha"])
     assert '<a href="/admin/agreement?generation=1" aria-current="page">' in page
-    assert client.get(APIS[0], params={"generation": "first"}).status_code == 422
+    assert app_client.get(APIS[0], params={"generation": "first"}).status_code == 422
 
 
 def test_the_figures_move_when_a_label_arrives(
-    client: TestClient, engine: Engine, project: Stored
+    app_client: TestClient, engine: Engine, project: Stored
 ) -> None:
-    admin_client(client, engine)
-    before = client.get(APIS[0]).json()["overall"]
-    fragment = client.get(PAGES[0], headers={"HX-Request": "true"}).text
-    assert fragment.startswith('<div id="agreement-figures"')
-    assert 'hx-trigger="every 30s"' in fragment and "<html" not in fragment
+    admin_client(app_client, engine)
+    before = app_client.get(APIS[0]).json()["overall"]
+    fragment = app_client.get(PAGES[0], headers={"HX-Request": "true"}).text
+    assert fragment.startswith('<div id="figures"')
+    assert 'hx-trigger="every 30s, dashboard-refresh from:body"' in fragment
+    assert "<html" not in fragment
 
     with Session(engine) as session:
         newcomer = make_user(session, "newcomer")
@@ -149,22 +181,47 @@ def test_the_figures_move_when_a_label_arrives(
         )
         session.commit()
 
-    after = client.get(APIS[0]).json()["overall"]
+    after = app_client.get(APIS[0]).json()["overall"]
     assert after["ratings"] > before["ratings"]
     assert after["labels"] == before["labels"] + 1
     assert after["krippendorff_alpha"] != before["krippendorff_alpha"]
-    refreshed = client.get(PAGES[0], headers={"HX-Request": "true"}).text
-    assert cell(refreshed, "overall-krippendorff_alpha") == coefficient(after["krippendorff_alpha"])
+    refreshed = app_client.get(PAGES[0], headers={"HX-Request": "true"}).text
+    assert cell(refreshed, "overall-krippendorff_alpha") == decimal(after["krippendorff_alpha"])
     assert "newcomer" in refreshed
 
 
-def test_the_drill_down_pages_match_their_json(
-    client: TestClient, engine: Engine, project: Stored
+def test_the_overview_shows_the_headline_agreement_and_follows_new_labels(
+    app_client: TestClient, engine: Engine, project: Stored
 ) -> None:
-    admin_client(client, engine)
-    items = client.get(APIS[1]).json()
+    admin_client(app_client, engine)
+    overall = app_client.get(APIS[0]).json()["overall"]
+    assert app_client.get("/api/admin/overview").json()["agreement"] == overall
+    page = app_client.get("/admin").text
+    assert cell(page, "agreement-alpha") == decimal(overall["krippendorff_alpha"])
+    tile = page[: page.index('id="agreement-alpha"')].rsplit("<dt>", 1)[1]
+    assert '<a href="/admin/agreement">' in tile
+    assert f"{overall['steps']:,} shared steps" in page
+
+    with Session(engine) as session:
+        newcomer = make_user(session, "newcomer")
+        solution = project.solutions[1]
+        make_rated_label(session, newcomer, solution, [-1])
+        session.commit()
+    after = app_client.get(APIS[0]).json()["overall"]
+    assert after["steps"] >= overall["steps"] and after["ratings"] == overall["ratings"] + 1
+    fragment = app_client.get("/admin", headers={"HX-Request": "true"}).text
+    assert fragment.startswith('<div id="figures"') and "<html" not in fragment
+    assert cell(fragment, "agreement-alpha") == decimal(after["krippendorff_alpha"])
+    assert f"{after['steps']:,} shared steps" in fragment
+
+
+def test_the_drill_down_pages_match_their_json(
+    app_client: TestClient, engine: Engine, project: Stored
+) -> None:
+    admin_client(app_client, engine)
+    items = app_client.get(APIS[1]).json()
     assert items["total"] > 0 and items["items"][0]["rank"] == 1
-    page = client.get(PAGES[1]).text
+    page = app_client.get(PAGES[1]).text
     for item in items["items"]:
         cells = row_cells(page, f"item-{item['solution_id']}")
         assert cells[:2] == [str(item["rank"]), str(item["solution_id"])]
@@ -172,8 +229,8 @@ def test_the_drill_down_pages_match_their_json(
         assert cells[4:6] == [f"{item['score']:.2f}", progress]
 
     top = items["items"][0]["solution_id"]
-    detail = client.get(f"{APIS[1]}/{top}").json()
-    item_page = client.get(f"{PAGES[1]}/{top}").text
+    detail = app_client.get(f"{APIS[1]}/{top}").json()
+    item_page = app_client.get(f"{PAGES[1]}/{top}").text
     for label in detail["labels"]:
         assert f'<th scope="col" class="labeler-column">{label["labeler"]["name"]}' in item_page
     ratings = re.findall(r'<td class="rating-cell (\w+)">', item_page)
@@ -183,12 +240,12 @@ def test_the_drill_down_pages_match_their_json(
         for step in (label["steps"][index] for label in detail["labels"])
     ]
     assert ratings == expected
-    assert client.get(f"{PAGES[1]}/999999").status_code == 404
-    assert client.get(f"{APIS[1]}/999999").status_code == 404
+    assert app_client.get(f"{PAGES[1]}/999999").status_code == 404
+    assert app_client.get(f"{APIS[1]}/999999").status_code == 404
 
 
 def test_the_item_page_escapes_text_and_keeps_math_for_katex(
-    client: TestClient, engine: Engine
+    app_client: TestClient, engine: Engine
 ) -> None:
     with Session(engine) as session:
         solution = make_solution(
@@ -200,15 +257,15 @@ def test_the_item_page_escapes_text_and_keeps_math_for_katex(
             make_rated_label(session, make_user(session, name), solution, ratings)
         session.commit()
         solution_id = solution.id
-    admin_client(client, engine)
-    page = client.get(f"{PAGES[1]}/{solution_id}").text
+    admin_client(app_client, engine)
+    page = app_client.get(f"{PAGES[1]}/{solution_id}").text
     assert "<script>alert(1)" not in page and "<b>bold</b>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt; so $x^2 &lt; 4$." in page
     assert 'class="math-text"' in page
 
 
 def test_the_drill_down_pages_keep_the_generation_filter(
-    client: TestClient, engine: Engine
+    app_client: TestClient, engine: Engine
 ) -> None:
     with Session(engine) as session:
         ann, ben = make_user(session, "ann"), make_user(session, "ben")
@@ -217,10 +274,10 @@ def test_the_drill_down_pages_keep_the_generation_filter(
             make_rated_label(session, ann, solution, [1, 1])
             make_rated_label(session, ben, solution, [0])
         session.commit()
-    admin_client(client, engine)
-    first = client.get(PAGES[1], params={"generation": 2}).text
+    admin_client(app_client, engine)
+    first = app_client.get(PAGES[1], params={"generation": 2}).text
     assert 'href="/admin/agreement/items?generation=2&amp;page=2" rel="next"' in first
-    second = client.get(
+    second = app_client.get(
         PAGES[1], params={"generation": 2, "page": 2}, headers={"HX-Request": "true"}
     ).text
     assert second.startswith('<div id="item-table">') and "Page 2 of 2" in second

@@ -76,4 +76,5 @@ def test_an_empty_project(session: Session) -> None:
     figures = overview(session, default_overlap=1, threshold=0.8, now=NOW)
     assert (figures.labels_total, figures.open_solutions, figures.labels_still_wanted) == (0, 0, 0)
     assert figures.qc_step_accuracy is None and figures.current_run is None
+    assert (figures.agreement.steps, figures.agreement.krippendorff_alpha) == (0, None)
     assert figures.recent_runs == [] and sum(figures.labels_per_hour) == 0

@@ -56,7 +56,7 @@ def seed(engine: Engine) -> None:
 def tiles(html: str) -> dict[str, str]:
     return {
         re.sub(r"<[^>]+>", "", name).strip(): value.strip()
-        for name, value in re.findall(r"<dt>(.*?)</dt>\s*<dd>(.*?)</dd>", html, re.S)
+        for name, value in re.findall(r"<dt>(.*?)</dt>\s*<dd[^>]*>(.*?)</dd>", html, re.S)
     }
 
 

@@ -14,13 +14,14 @@ from app.admin.quality import (
     gold_comparisons,
     labeler_quality,
     qc_questions,
+    quality_control_by_generation,
     sample_for_agreement,
 )
 from app.labeling.quality import mark_quality_control
 from app.models import SCREENING_GENERATION, QueueState, Role, Solution, User
+from tests.admin import projects
+from tests.admin.projects import Ratings, compared_with_gold, random_gold_questions, store_gold
 from tests.factories import make_label, make_solution, make_user
-
-Ratings = list[list[int | None]]
 
 
 @dataclass(frozen=True)
@@ -48,27 +49,10 @@ ANSWERS = [
     Answer("dave", "s2", [[1], [0], [-1]], "found_error"),
 ]
 LABELERS = ("alice", "bob", "carol", "dave", "erin")
-FINISHED = ("found_error", "solution")
-
-
-def first_error(ratings: Ratings) -> int:
-    return next((i for i, step in enumerate(ratings) if step[0] == -1), -1)
 
 
 def reference(answers: list[Answer]) -> GoldComparison:
-    """Compare each answer with its gold label, completion by completion, with loops."""
-    compared = agreeing = fe_compared = fe_agreeing = 0
-    for answer in answers:
-        gold, gold_finish = GOLD[answer.question]
-        for step, (mine, theirs) in enumerate(zip(answer.ratings, gold, strict=False)):
-            for index, rating in enumerate(mine):
-                if index < len(theirs) and rating is not None and theirs[index] is not None:
-                    compared += 1
-                    agreeing += rating == gold[step][index]
-        if answer.finish in FINISHED and gold_finish in FINISHED:
-            fe_compared += 1
-            fe_agreeing += first_error(answer.ratings) == first_error(gold)
-    return GoldComparison.of(len(answers), (compared, agreeing), (fe_compared, fe_agreeing))
+    return compared_with_gold((a.ratings, a.finish, *GOLD[a.question]) for a in answers)
 
 
 def build(session: Session) -> dict[str, Solution]:
@@ -149,6 +133,27 @@ def test_per_question_and_pooled(session: Session) -> None:
     assert s1.answers == reference([a for a in ANSWERS if a.question == "s1"])
     everyone = combined(row.quality_control for row in labeler_quality(session, 0.5))
     assert everyone == reference([a for a in ANSWERS if a.question != "screen"])
+
+
+def test_qc_accuracy_of_one_generation_and_pooled_per_generation(session: Session) -> None:
+    questions = random_gold_questions(seed=4, generations=(0, 1, 2))
+    store_gold(session, questions, {})
+    by_generation = quality_control_by_generation(session)
+    assert set(by_generation) == {0, 1, 2}
+    for generation in (0, 1, 2):
+        assert by_generation[generation] == questions.reference(generation=generation)
+        rows = labeler_quality(session, 0.7, generation=generation)
+        assert [row.name for row in rows] == sorted(projects.LABELERS)
+        for row in rows:
+            expected = questions.reference(labeler=row.name, generation=generation)
+            assert row.quality_control == expected
+            assert row.passes_quality_control is expected.passes(0.7)
+            # Screening is not served in generations: the score is over every answer.
+            assert row.screening == questions.reference(labeler=row.name, screening=True)
+    assert combined(by_generation.values()) == questions.reference()
+    everyone = {row.name: row for row in labeler_quality(session, 0.7)}
+    assert everyone["ann"].quality_control == questions.reference(labeler="ann")
+    assert 0 < everyone["ann"].quality_control.answers == 6  # two questions, three generations
 
 
 def test_a_new_answer_moves_the_labelers_accuracy(session: Session) -> None:

@@ -3,15 +3,19 @@
 import re
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
+import krippendorff
 import pytest
 from playwright.sync_api import Browser, Page, expect
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from app.models import Role, User
+from app.models import Role, Solution, User
+from app.templating import decimal
 from tests.browser.conftest import TIMEOUT_MS
-from tests.browser.live import ROOT, LiveApp
+from tests.browser.live import ROOT, Labeler, LiveApp, SolutionSpec, add_labeler, queue
+from tests.browser.pages import log_in, press, task_swap, wait_for_task
 from tests.factories import PASSWORD, make_label, make_solution, make_user
 
 ARTIFACTS = ROOT / "test-artifacts"
@@ -87,3 +91,83 @@ def test_a_bad_setting_shows_its_error_in_the_form(admin_page: Page) -> None:
     expect(admin_page.locator("#settings-form")).to_contain_text("Saved")
     expect(admin_page.locator("#qc_rate-error")).to_have_count(0)
     admin_page.screenshot(path=str(ARTIFACTS / "dashboard-qc.png"), full_page=True)
+
+
+@contextmanager
+def labeling_page(browser: Browser, live_app: LiveApp, labeler: Labeler) -> Iterator[Page]:
+    """A fresh browser context in which ``labeler`` has logged in and has a task open."""
+    context = browser.new_context(base_url=live_app.url, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    try:
+        page = context.new_page()
+        log_in(page, labeler)
+        yield page
+    finally:
+        context.close()
+
+
+def label(page: Page, steps: int, keys: str) -> None:
+    """Rate the open task with ``keys`` (3 positive, 2 neutral, 1 negative) and submit it."""
+    wait_for_task(page, steps)
+    press(page, keys)
+    with task_swap(page):
+        page.keyboard.press("Enter")
+
+
+def test_two_labelers_label_the_same_solutions_and_agreement_follows(
+    browser: Browser, admin_page: Page, live_app: LiveApp
+) -> None:
+    shared = queue(
+        live_app.engine,
+        SolutionSpec(["Let $x = 2$.", "Then $2x = 4$.", "So $2x + 1 = 5$.\n\n# Answer\n\n5"]),
+        SolutionSpec(["Add $3$ and $3$.", "So it is $6$.\n\n# Answer\n\n6"]),
+    )
+    with Session(live_app.engine) as session:
+        session.execute(update(Solution).where(Solution.id.in_(shared)).values(overlap=2))
+        session.commit()
+    # The admin watches the overview in one tab and the agreement page in another; neither
+    # is loaded again: the figures come in through htmx.
+    overview = admin_page
+    agreement = admin_page.context.new_page()
+    agreement.goto("/admin/agreement")
+    expect(agreement.locator("#overall-solutions")).to_have_text("0")
+    expect(agreement.locator("#overall-krippendorff_alpha")).to_have_text("—")
+    for tab in (overview, agreement):
+        tab.evaluate("window.__marker = 'no reload'")
+
+    suffix = uuid.uuid4().hex[:6]
+    ann, ben = (add_labeler(live_app.engine, f"{name}-{suffix}") for name in ("ann", "ben"))
+    with (
+        labeling_page(browser, live_app, ann) as anns,
+        labeling_page(browser, live_app, ben) as bens,
+    ):
+        label(anns, 3, "333")
+        label(bens, 3, "321")  # neutral at step 2, an error at step 3
+        label(anns, 2, "33")
+        label(bens, 2, "32")
+
+    # The reference: both labelers' ratings of the five steps both reached.
+    alpha = krippendorff.alpha(
+        reliability_data=[[1, 1, 1, 1, 1], [1, 0, -1, 1, 0]],
+        level_of_measurement="ordinal",
+        value_domain=[-1, 0, 1],
+    )
+    for tab in (overview, agreement):
+        tab.evaluate("htmx.trigger(document.body, 'dashboard-refresh')")
+    expect(agreement.locator("#overall-solutions")).to_have_text("2")
+    expect(agreement.locator("#overall-krippendorff_alpha")).to_have_text(decimal(alpha))
+    expect(agreement.locator(".total", has_text="Krippendorff")).to_contain_text("5 shared steps")
+    for labeler in (ann, ben):
+        expect(agreement.locator(f"#labeler-{labeler.id} th")).to_have_text(labeler.name)
+    # Cohen's kappa of the two is 0: a "slight" cell, coloured by the stylesheet.
+    pair = agreement.locator("#kappa-matrix td.kappa-slight").first
+    expect(pair).to_have_text("0.00")
+    expect(pair).to_have_css("background-color", "rgb(249, 211, 168)")
+    expect(overview.locator("#agreement-alpha")).to_have_text(decimal(alpha))
+    expect(overview.locator(".total", has_text="Agreement")).to_contain_text("5 shared steps")
+    for tab in (overview, agreement):
+        assert tab.evaluate("window.__marker") == "no reload"
+
+    agreement.locator("#labelers").scroll_into_view_if_needed()
+    ARTIFACTS.mkdir(exist_ok=True)
+    agreement.screenshot(path=str(ARTIFACTS / "dashboard-agreement.png"), full_page=True)

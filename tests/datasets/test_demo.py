@@ -11,6 +11,7 @@ from app.datasets.demo import (
     FAMILIES,
     GENERATOR,
     SUBJECT_SLUGS,
+    demo_gold_solutions,
     demo_problems,
     demo_solutions,
     draw_problem,
@@ -234,3 +235,44 @@ def test_rejects_bad_sizes(problems: list[Record]) -> None:
         demo_problems(count=-1)
     with pytest.raises(ValueError):
         demo_solutions(problems, per_problem=0)
+
+
+def test_gold_solutions_alternate_a_slip_and_a_correct_solution(problems: list[Record]) -> None:
+    taken = demo_solutions(problems)
+    gold = demo_gold_solutions(problems, taken)
+    assert gold == demo_gold_solutions(problems, taken)
+    written = {(s["unique_id"], tuple(steps_of(s))) for s in taken}
+    for index, (problem, key) in enumerate(zip(problems, gold, strict=True)):
+        assert key.unique_id == problem["unique_id"]
+        assert (key.unique_id, tuple(key.steps)) not in written
+        line = key.line()
+        assert (line["steps"], line["answer"], line["score"]) == (key.steps, key.answer, key.score)
+        right = exact_value(key.answer) == exact_value(str(problem["answer"]))
+        if index % 2 == 0:
+            assert not right and key.finish_reason == "found_error"
+            *before, error = key.ratings
+            assert error == -1 and set(before) <= {1} and len(key.ratings) <= len(key.steps)
+        else:
+            assert right and key.finish_reason == "solution"
+            assert key.ratings == [1] * len(key.steps)
+
+
+def test_a_gold_first_error_is_the_first_step_stating_a_wrong_value() -> None:
+    """Checked on linear equations, whose steps are read back here: step 2 states c - b,
+    step 3 divides it by a (steps counted from 1)."""
+    drawn = [(p, draw_problem(problem_number(str(p["unique_id"])))) for p in demo_problems(3, 150)]
+    equations = [
+        (record, problem) for record, problem in drawn if problem.family == "linear_equation"
+    ]
+    gold = demo_gold_solutions([record for record, _ in equations])
+    checked = 0
+    for (_, problem), key in zip(equations, gold, strict=True):
+        if key.finish_reason != "found_error":
+            continue
+        b, c = problem.params["b"], problem.params["c"]
+        stated = re.search(r"= (\S+)\$\.$", key.steps[1])
+        assert stated is not None, key.steps[1]
+        first_error = 1 if exact_value(stated.group(1)) != c - b else 2
+        assert key.ratings == [1] * first_error + [-1]
+        checked += 1
+    assert checked >= 4

@@ -9,7 +9,7 @@ from pathlib import Path
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from app.datasets.demo_seed import seed
+from app.datasets.demo_seed import QUALITY_CONTROL_QUESTIONS, seed
 from app.db import transaction
 from app.labeling.quality import mark_quality_control
 from app.labeling.queue import next_assignment
@@ -17,6 +17,7 @@ from app.labeling.submission import SubmissionInput, leased_task, save_label
 from app.models import (
     Generation,
     GenerationQualityControl,
+    GoldLabel,
     Label,
     QueueState,
     RunStatus,
@@ -86,9 +87,17 @@ def test_once_trains_selects_and_queues_a_generation(
         grade_solutions(session)
     assert label_queued(engine) > 50
     with transaction(engine) as session:
-        # One of alice's labels becomes a QC question: the new generation gets it.
-        question = session.execute(select(Label.solution_id, Label.id).limit(1)).one()
+        # One of alice's labels becomes a QC question: the new generation gets it, beside
+        # the demo's own questions.
+        question = session.execute(
+            select(Label.solution_id, Label.id)
+            .join(User, User.id == Label.labeler_id)
+            .where(User.name == "alice")
+            .limit(1)
+        ).one()
         mark_quality_control(session, *question)
+        questions = sorted(session.scalars(select(GoldLabel.solution_id)))
+    assert len(questions) == QUALITY_CONTROL_QUESTIONS + 1
 
     first = worker(database_url, tmp_path, "-m", "worker", "once")
     deadline = time.monotonic() + 120
@@ -119,10 +128,11 @@ def test_once_trains_selects_and_queues_a_generation(
         assert set(run.timings or {}) >= {"grade", "data", "train", "evaluate", "score", "select"}
         generation = session.scalars(select(Generation)).one()
         assert generation.run_id == run.id and generation.number == 1
-        assert generation.quality_control == 1
-        assert session.scalars(select(GenerationQualityControl.solution_id)).all() == [
-            question.solution_id
-        ]
+        assert generation.quality_control == len(questions)
+        served_questions = select(GenerationQualityControl.solution_id).order_by(
+            GenerationQualityControl.solution_id
+        )
+        assert session.scalars(served_questions).all() == questions
         queued = session.scalars(select(Solution).where(Solution.generation == 1)).all()
         assert len(queued) == generation.selected == 2 * 24
         assert all(s.queue_state == QueueState.OPEN.value for s in queued)
