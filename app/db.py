@@ -27,6 +27,7 @@ from sqlalchemy import (
     create_engine,
     event,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DisconnectionError, NoResultFound
 from sqlalchemy.orm import Session, sessionmaker
@@ -205,6 +206,14 @@ def dispose_engines() -> None:
     _engines.clear()
     _factories.clear()
 
+
+INSERTS: dict[str, Callable[[Table], postgresql.Insert | sqlite.Insert]] = {
+    "postgresql": postgresql.insert,
+    "sqlite": sqlite.insert,
+}
+"""Each database's INSERT, for ON CONFLICT DO NOTHING: statements that meet a concurrent
+request's row (a unique key taken meanwhile) insert nothing, instead of failing the
+transaction. Keyed by dialect name, for ``INSERTS[connection.dialect.name]``."""
 
 _PLACEHOLDERS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
 

@@ -43,9 +43,8 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 
-from app.db import AnyRow, rows_changed, run
+from app.db import INSERTS, AnyRow, rows_changed, run
 from app.models import (
     ASSIGNMENTS,
     GENERATION_QUALITY_CONTROL,
@@ -257,15 +256,15 @@ _TAKE_OVER = (
 # A concurrent request that took the same slot, or the same solution for this labeler,
 # makes an insert do nothing instead of failing the transaction.
 _INSERT: dict[str, Insert] = {
-    "postgresql": postgresql.insert(ASSIGNMENTS).on_conflict_do_nothing().returning(_A.id),
-    "sqlite": sqlite.insert(ASSIGNMENTS).on_conflict_do_nothing().returning(_A.id),
+    name: insert(ASSIGNMENTS).on_conflict_do_nothing().returning(_A.id)
+    for name, insert in INSERTS.items()
 }
 _INSERT_NEW_SLOT: dict[str, Insert] = {
-    name: dialect_insert(ASSIGNMENTS)
+    name: insert(ASSIGNMENTS)
     .from_select(_NEW_SLOT_COLUMNS, _NEW_SLOT)
     .on_conflict_do_nothing()
     .returning(_A.id, _A.slot)
-    for name, dialect_insert in (("postgresql", postgresql.insert), ("sqlite", sqlite.insert))
+    for name, insert in INSERTS.items()
 }
 
 

@@ -19,10 +19,9 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Connection, Insert, bindparam, case, exists, func, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from app.datasets.keys import content_key
-from app.db import AnyRow, insert_values, rows_changed, run
+from app.db import INSERTS, AnyRow, insert_values, rows_changed, run
 from app.labeling.queue import Labeler
 from app.models import (
     ASSIGNMENTS,
@@ -220,8 +219,8 @@ class SavedLabel:
 
 # The label's dedupe key is the assignment's: a second submit of one task inserts nothing.
 _INSERT_LABEL: dict[str, Insert] = {
-    "postgresql": postgresql.insert(LABELS).on_conflict_do_nothing().returning(LABELS.c.id),
-    "sqlite": sqlite.insert(LABELS).on_conflict_do_nothing().returning(LABELS.c.id),
+    name: insert(LABELS).on_conflict_do_nothing().returning(LABELS.c.id)
+    for name, insert in INSERTS.items()
 }
 _SAVED_LABEL = select(LABELS.c.id, LABELS.c.labeler_id).where(
     LABELS.c.dedupe_key == bindparam("dedupe_key")
