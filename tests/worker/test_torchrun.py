@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from app.datasets.demo_seed import seed
 from app.db import transaction
-from app.models import Generation, Problem, RunStatus, Solution, TrainingRun
+from app.models import Generation, Label, Problem, RunStatus, Solution, TrainingRun
 from app.training import request_run
 from tests.worker.failing_rank import FAILURE
 from tests.worker.test_cycle import label_queued, worker
@@ -61,7 +61,13 @@ def test_once_trains_on_every_rank_and_rank_zero_records_the_run(
         run = session.scalars(select(TrainingRun)).one()
         assert run.status == RunStatus.SUCCEEDED.value and run.is_current
         metrics = run.metrics or {}
-        assert metrics["train"]["world_size"] == 2 and metrics["labels"] == LABELS
+        # Alice's labels, and the demo's gold labels (an admin's): QC and screening answers
+        # stay out of training by default.
+        trainable = select(func.count()).where(
+            Label.is_quality_control.is_(False), Label.is_initial_screening.is_(False)
+        )
+        assert metrics["train"]["world_size"] == 2
+        assert metrics["labels"] == session.scalar(trainable) >= LABELS
         for key in ("held_out_steps", "step_accuracy", "first_error_f1", "best_of_n_prm"):
             assert key in metrics, key
         assert metrics["held_out_steps"] > 0
