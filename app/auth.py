@@ -15,8 +15,9 @@ from fastapi import Depends, HTTPException, Request
 from sqlalchemy import Connection, and_, bindparam, delete, func, or_, select
 from sqlalchemy.orm import Session
 
-from app.db import AnyRow, DbSession, run
+from app.db import DbSession
 from app.models import USERS, LoginFailure, Role, User, utc_now
+from app.statements import AnyRow, run
 from app.users import hash_password, verify_password
 
 CSRF_HEADER = "X-CSRF-Token"

@@ -1,11 +1,7 @@
-"""Engines and statements: idle connections that died are replaced; ``run`` gives what
-SQLAlchemy gives, through the driver on Postgres."""
-
-from datetime import datetime
+"""Engines: a pooled Postgres connection that died while idle is replaced, not handed out."""
 
 import pytest
-from sqlalchemy import Engine, bindparam, func, select, text
-from sqlalchemy.exc import NoResultFound
+from sqlalchemy import text
 
 from app import db
 from tests.conftest import DatabaseFactory
@@ -52,56 +48,3 @@ def test_a_connection_in_steady_use_is_not_pinged(
         assert len(pings) == 1
     finally:
         engine.dispose()
-
-
-def test_run_gives_the_rows_sqlalchemy_gives(engine: Engine) -> None:
-    """``run`` (the driver path on Postgres) returns what ``Connection.execute`` returns."""
-    from app.models import USERS
-
-    insert = USERS.insert().returning(USERS.c.id)
-    by_name = select(USERS.c.id, USERS.c.name.label("who"), USERS.c.is_active).where(
-        USERS.c.name == bindparam("wanted")
-    )
-    rename = USERS.update().where(USERS.c.name.like(bindparam("pattern"))).values(role="admin")
-    with engine.begin() as connection:
-        ids = [
-            db.run(
-                connection, insert, {"name": name, "uuid": name, "role": "labeler", **USER_DEFAULTS}
-            ).scalar()
-            for name in ("ada", "alan")
-        ]
-        row = db.run(connection, by_name, {"wanted": "alan"}).one()
-        assert (row.id, row.who, row.is_active) == (ids[1], "alan", True)
-        assert tuple(row) == tuple(connection.execute(by_name, {"wanted": "alan"}).one())
-        assert db.run(connection, by_name, {"wanted": "nobody"}).first() is None
-        with pytest.raises(NoResultFound):
-            db.run(connection, by_name, {"wanted": "nobody"}).one()
-        assert db.rows_changed(db.run(connection, rename, {"pattern": "a%"})) == 2
-        assert connection.scalar(select(func.count()).where(USERS.c.role == "admin")) == 2
-    if engine.dialect.name == "postgresql":  # these went through the driver
-        assert db._driver_statement(by_name, ("wanted",), engine.dialect) is not None
-        assert db._driver_statement(rename, ("pattern",), engine.dialect) is not None
-
-
-def test_run_leaves_statements_that_need_processing_to_sqlalchemy(engine: Engine) -> None:
-    """A JSON parameter needs SQLAlchemy's processing: ``run`` gives it SQLAlchemy's path."""
-    from app.models import PROJECT_SETTINGS
-
-    upsert = PROJECT_SETTINGS.insert()
-    value = {"nested": [1, 2, {"three": None}]}
-    with engine.begin() as connection:
-        db.run(connection, upsert, {"key": "k", "value": value, "updated_at": datetime(2026, 1, 1)})
-        stored = select(PROJECT_SETTINGS.c.value).where(PROJECT_SETTINGS.c.key == "k")
-        assert db.run(connection, stored).scalar() == value
-    if engine.dialect.name == "postgresql":
-        keys = ("key", "value", "updated_at")
-        assert db._driver_statement(upsert, keys, engine.dialect) is None
-
-
-USER_DEFAULTS = {
-    "password_hash": None,
-    "is_active": True,
-    "is_approved": False,
-    "session_version": 0,
-    "created_at": datetime(2026, 1, 1),
-}

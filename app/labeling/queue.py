@@ -44,7 +44,6 @@ from sqlalchemy import (
     update,
 )
 
-from app.db import INSERTS, AnyRow, rows_changed, run
 from app.models import (
     ASSIGNMENTS,
     GENERATION_QUALITY_CONTROL,
@@ -56,6 +55,7 @@ from app.models import (
     Role,
     utc_now,
 )
+from app.statements import INSERTS, AnyRow, rows_changed, run
 
 CANDIDATES_PER_TRY = 8
 

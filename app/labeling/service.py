@@ -10,7 +10,6 @@ from sqlalchemy.orm import Session
 
 from app.auth import LOGIN_COLUMNS, LOGIN_USER, Login, Viewer, viewer_of
 from app.config import Settings
-from app.db import run
 from app.labeling.queue import (
     CONTENT_COLUMNS,
     LEASE_COLUMNS,
@@ -24,6 +23,7 @@ from app.labeling.queue import (
 from app.labeling.submission import LEASED_TASKS, TASK_COLUMNS, LeasedTask, task_from
 from app.models import ASSIGNMENTS, PROBLEMS, SOLUTIONS, USERS, Label, User, utc_now
 from app.project_settings import get_value, runtime_settings, set_value
+from app.statements import run
 
 DEFAULT_GUIDELINES = (Path(__file__).parent / "guidelines.md").read_text()
 GUIDELINES_KEY = "guidelines"

@@ -21,7 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Connection, Insert, bindparam, case, exists, func, select, update
 
 from app.datasets.keys import content_key
-from app.db import INSERTS, AnyRow, insert_values, rows_changed, run
 from app.labeling.queue import Labeler
 from app.models import (
     ASSIGNMENTS,
@@ -36,6 +35,7 @@ from app.models import (
     TaskStyle,
     utc_now,
 )
+from app.statements import INSERTS, AnyRow, insert_values, rows_changed, run
 
 Rating = Annotated[int, Field(ge=-1, le=1, strict=True)]
 MAX_TASK_TIME = timedelta(hours=8)
