@@ -158,7 +158,7 @@ _QUALITY_CONTROL = select(_S.id).where(_IS_GOLD, _NOT_MINE).order_by(_S.id).limi
 _Q = GENERATION_QUALITY_CONTROL.c
 _GENERATION_BEING_LABELED = (
     select(func.min(_S.generation))
-    .where(_S.queue_state == QueueState.OPEN.value, _S.generation >= 0)
+    .where(_S.queue_state == QueueState.OPEN.value, _S.generation >= 0, ~_IS_GOLD)
     .scalar_subquery()
 )
 # The newest generation with QC questions, up to the one being labeled (when nothing is

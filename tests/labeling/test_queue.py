@@ -259,3 +259,18 @@ def test_a_question_marked_later_joins_the_newest_generation(session: Session) -
     assert sorted(rows) == sorted([(4, later.id), (4, another.id)])
     unmark_quality_control(session, another.id)
     assert session.scalars(select(GenerationQualityControl.solution_id)).all() == [later.id]
+
+
+def test_an_open_qc_question_does_not_count_as_the_generation_being_labeled(
+    session: Session,
+) -> None:
+    from app.labeling.quality import add_quality_control_to_generation
+
+    question = make_solution(session, generation=0)  # still open in the queue
+    gold(session, question.id)
+    make_solution(session, generation=3)
+    add_quality_control_to_generation(session, 3)
+    always_qc = QueueRules(lease=RULES.lease, overlap=1, qc_rate=1.0)
+    served = next_assignment(session.connection(), make_user(session, "alice"), always_qc, NOW)
+    # Generation 3 is being labeled (the question's own generation 0 is not): its round.
+    assert served is not None and (served.solution_id, served.qc_generation) == (question.id, 3)
