@@ -41,6 +41,11 @@ def number(value: int | None) -> str:
     return "—" if value is None else f"{value:,}"
 
 
+def counted(value: int | None, noun: str, plural: str | None = None) -> str:
+    """``1 label``, ``2,000 labels``: the number and the noun that agrees with it."""
+    return f"{number(value)} {noun if value == 1 else plural or noun + 's'}"
+
+
 def decimal(value: float | None, digits: int = 3) -> str:
     """A figure such as a kappa to ``digits`` decimals; "—" where it is undefined."""
     return "—" if value is None else f"{value:.{digits}f}"
@@ -66,6 +71,7 @@ def make_templates(directory: Path) -> Jinja2Templates:
     environment.filters["math_text"] = math_text
     environment.filters["markdown"] = markdown
     environment.filters["number"] = number
+    environment.filters["counted"] = counted
     environment.filters["decimal"] = decimal
     environment.filters["percent"] = percent
     environment.globals["csrf_token"] = csrf_token
