@@ -69,6 +69,7 @@ from worker.model import (
     length_batches,
     prepare_tokenizer,
     resolve_device,
+    use_expandable_cuda_segments,
     uses_bf16,
 )
 from worker.score import _windows, score_with_throughput
@@ -355,6 +356,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
+    use_expandable_cuda_segments()  # as the worker does
     args = TrainingArgs(
         base_model=options.config,
         epochs=1,

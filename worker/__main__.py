@@ -26,7 +26,7 @@ from app.schema import SchemaOutOfDate, check_current
 from worker import distributed
 from worker.cycle import RunOutcome, run_one
 from worker.distributed import RankFailed, Ranks
-from worker.model import resolve_device, training_args_for
+from worker.model import resolve_device, training_args_for, use_expandable_cuda_segments
 
 logger = logging.getLogger("steplabel.worker")
 _stop = threading.Event()
@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m worker", description=__doc__)
     parser.add_argument("mode", nargs="?", choices=["loop", "once"], default="loop")
     args = parser.parse_args(argv)
+    use_expandable_cuda_segments()
     try:
         settings = get_settings()
     except SettingsError as error:

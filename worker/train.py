@@ -182,7 +182,10 @@ def _optimizer(model: nn.Module, args: TrainingArgs) -> torch.optim.AdamW:
         {"params": [p for p in params if p.ndim >= 2], "weight_decay": args.weight_decay},
         {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=args.learning_rate)
+    # The fused CUDA kernel updates every tensor in one launch; the default (foreach)
+    # one made the optimizer step over half of a 1.5B model's step time on an H100.
+    fused = all(p.is_cuda for p in params)
+    return torch.optim.AdamW(groups, lr=args.learning_rate, fused=fused)
 
 
 def _linear_schedule(

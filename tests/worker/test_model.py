@@ -1,5 +1,6 @@
 """The one encoding (labels on the step-end token, never one off), the tiny model, the PRM."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -21,10 +22,12 @@ from worker.model import (
     build_tiny,
     build_tiny_tokenizer,
     byte_tokenizer,
+    collate,
     encode,
     length_batches,
     step_token_id,
     training_args_for,
+    use_expandable_cuda_segments,
 )
 
 TRICKY_STEPS = [
@@ -168,6 +171,31 @@ def test_a_local_base_model_gets_the_step_token(tmp_path: Path) -> None:
 def test_a_model_name_is_not_downloaded() -> None:
     with pytest.raises(FileNotFoundError, match="nothing is downloaded"):
         build_model(TrainingArgs(base_model="Qwen/Qwen2.5-Math-7B-Instruct"))
+
+
+def test_collate_pads_right_and_counts_the_real_tokens(tokenizer: PreTrainedTokenizerBase) -> None:
+    short = encode(tokenizer, "p", ["1+1=2"], [1], 512)
+    long = encode(tokenizer, "problem", ["a step", "b step"], [1, -1], 512)
+
+    batch = collate([short, long], tokenizer.pad_token_id, torch.device("cpu"))
+
+    n = len(short.input_ids)
+    assert batch.input_ids.shape == (2, len(long.input_ids))
+    assert batch.tokens == n + len(long.input_ids) == int(batch.attention_mask.sum())
+    assert batch.input_ids[0, :n].tolist() == short.input_ids
+    assert set(batch.input_ids[0, n:].tolist()) == {tokenizer.pad_token_id}
+    assert set(batch.label_ids[0, n:].tolist()) == {IGNORE_INDEX}
+    assert batch.label_ids[1].tolist() == long.label_ids
+
+
+def test_the_cuda_allocator_setting_is_a_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    use_expandable_cuda_segments()
+    assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128")
+    use_expandable_cuda_segments()
+    assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:128"
 
 
 def test_length_batches_group_similar_lengths_within_limits() -> None:

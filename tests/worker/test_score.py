@@ -8,7 +8,14 @@ from transformers import PreTrainedTokenizerBase
 
 from tests.worker import PROBLEM, equation, tiny_args, trained_arithmetic_prm
 from worker.model import PRM, build_tiny, encode
-from worker.score import score_solutions, score_with_throughput, step_probabilities
+from worker.score import (
+    _bf16_weights,
+    _step_logits,
+    _windows,
+    score_solutions,
+    score_with_throughput,
+    step_probabilities,
+)
 
 ITEMS = [
     ("Short.", ["1+1=2"]),
@@ -109,6 +116,25 @@ def test_a_false_step_scores_lower_after_training() -> None:
     assert sum(f.score for f in false_scores) < 0.6 * sum(t.score for t in true_scores)
     # The shared prefix scores the same: only the last step differs.
     assert false_scores[0].step_scores[:2] == pytest.approx(true_scores[0].step_scores[:2])
+
+
+def test_bf16_weight_copies_score_alike_and_leave_the_model_alone(untrained: Untrained) -> None:
+    # What scoring in bf16 does on CUDA (uses_bf16 is CUDA-only), run here on the CPU.
+    model, tokenizer = untrained
+    before = {name: p.clone() for name, p in model.named_parameters()}
+    windows = _windows(tokenizer, ITEMS, 2048)
+    cpu = torch.device("cpu")
+
+    with torch.inference_mode():
+        exact = _step_logits(model, None, tokenizer, windows, cpu)
+        halved = _step_logits(model, _bf16_weights(model), tokenizer, windows, cpu)
+
+    assert halved.dtype == torch.bfloat16 and exact.dtype == torch.float32
+    assert len(exact) == sum(len(steps) for _, steps in ITEMS)
+    probabilities = [torch.softmax(t.double(), dim=-1) for t in (exact, halved)]
+    assert torch.allclose(*probabilities, atol=0.05)
+    for name, p in model.named_parameters():
+        assert p.dtype == torch.float32 and torch.equal(p, before[name]), name
 
 
 @pytest.mark.gpu
