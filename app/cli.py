@@ -241,6 +241,13 @@ def users_deactivate(name: Name) -> None:
     typer.echo(f"deactivated {name}")
 
 
+@users_cli.command("reactivate")
+def users_reactivate(name: Name) -> None:
+    """Let a deactivated user log in again (with the password they had)."""
+    _change_user(users.reactivate, name)
+    typer.echo(f"reactivated {name}")
+
+
 @users_cli.command("approve")
 def users_approve(name: Name) -> None:
     """Open regular tasks to a labeler after screening."""

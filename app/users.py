@@ -69,6 +69,14 @@ def deactivate(session: Session, name: str) -> User:
     return user
 
 
+def reactivate(session: Session, name: str) -> User:
+    """Let a deactivated user log in again; the sessions they had stay ended."""
+    user = user_by_name(session, name)
+    user.is_active = True
+    session.flush()
+    return user
+
+
 def approve(session: Session, name: str) -> User:
     """Open regular tasks to a labeler who passed screening."""
     user = user_by_name(session, name)

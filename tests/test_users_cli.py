@@ -1,4 +1,4 @@
-"""The users commands: add, list, deactivate, approve, reset-password."""
+"""The users commands: add, list, deactivate, reactivate, approve, reset-password."""
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
@@ -41,6 +41,12 @@ def test_add_list_approve_deactivate(engine: Engine) -> None:
     assert runner.invoke(cli, ["users", "deactivate", "carol"]).exit_code == 0
     after = user(engine, "carol")
     assert not after.is_active and after.session_version == version + 1
+
+    back = runner.invoke(cli, ["users", "reactivate", "carol"])
+    assert back.exit_code == 0 and "reactivated carol" in back.stdout
+    again = user(engine, "carol")
+    assert again.is_active and again.session_version == version + 1
+    assert verify_password(again.password_hash, password)
 
 
 def test_errors_are_clear(engine: Engine) -> None:

@@ -435,6 +435,13 @@ def deactivate_user(
     return _users_answer(request, session, {"message": message})
 
 
+@pages.post("/users/{user_id}/reactivate", response_class=HTMLResponse)
+def reactivate_user(request: Request, session: DbSession, user: ExistingUser) -> HTMLResponse:
+    users.reactivate(session, user.name)
+    message = f"{user.name} is active again and can log in with their password."
+    return _users_answer(request, session, {"message": message})
+
+
 @pages.post("/users/{user_id}/reset-password", response_class=HTMLResponse)
 def reset_password(request: Request, session: DbSession, user: ExistingUser) -> HTMLResponse:
     password = users.new_password()

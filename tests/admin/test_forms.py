@@ -106,6 +106,16 @@ def test_approve_deactivate_and_reset_password(admin: Admin, engine: Engine) -> 
         assert gone.status_code == 200 and "newbie is deactivated" in gone.text
         assert browser.get("/me", follow_redirects=False).status_code == 303
     assert not user(engine, "newbie").is_active
+    listed = admin.client.get("/admin/users").text
+    assert f"/admin/users/{newbie.id}/reactivate" in listed
+
+    back = admin.post(f"/admin/users/{newbie.id}/reactivate")
+    assert back.status_code == 200 and "newbie is active again" in back.text
+    assert user(engine, "newbie").is_active
+    assert f"/admin/users/{newbie.id}/deactivate" in admin.client.get("/admin/users").text
+    with TestClient(create_app()) as browser:
+        log_in(browser, "newbie", shown_password(reset.text))
+        assert browser.get("/me").status_code == 200
 
     root = user(engine, "root")
     refused = admin.post(f"/admin/users/{root.id}/deactivate")
