@@ -94,6 +94,10 @@ def run(
     driver itself there; compiled once, the same SQL goes to psycopg directly. Statements
     that need SQLAlchemy's processing (typed binds, Python-side defaults, expanding IN)
     take the usual path, as does every statement on SQLite.
+
+    ``statement`` must be built once (a module constant): compiled statements are kept by
+    the statement object, so one built per call would be compiled each time and kept
+    for ever (tests/labeling/test_queue_concurrency.py checks the labeling requests).
     """
     params = params or {}
     if connection.dialect.name != "postgresql":

@@ -25,7 +25,7 @@ and a new task usually costs three: the current lease, the head of the queue, th
 import random
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 from sqlalchemy import (
     ColumnElement,
@@ -209,6 +209,15 @@ _REGULAR = (
 # FOR NO KEY UPDATE (key_share) leaves the foreign-key checks of inserts unblocked.
 _HEAD_UNLOCKED = _REGULAR.with_for_update(of=SOLUTIONS, skip_locked=True, key_share=True)
 _HEAD_WAIT = _REGULAR.with_for_update(of=SOLUTIONS, key_share=True)
+# The head without the k candidates a request already tried, one statement for each k:
+# built here, not per try, since `run` compiles each statement object once and keeps it.
+_HEADS_UNLOCKED_EXCEPT = (
+    _HEAD_UNLOCKED,
+    *(
+        _HEAD_UNLOCKED.where(_S.id.not_in([bindparam(f"tried_{i}") for i in range(k)]))
+        for k in range(1, CANDIDATES_PER_TRY)
+    ),
+)
 
 # The slot is counted by the insert itself, in a snapshot taken once the solution's row is
 # locked: every claim of a slot holds that lock until it commits, so the count is exact.
@@ -396,9 +405,10 @@ def _assign_regular(
     # the first: a request that holds a lock and waits for another could deadlock.
     tried: list[int] = []
     for _ in range(CANDIDATES_PER_TRY):
-        row = run(connection, _head_of_queue(tried, wait=False), params).first()
+        excluded = {f"tried_{i}": solution_id for i, solution_id in enumerate(tried)}
+        row = run(connection, _HEADS_UNLOCKED_EXCEPT[len(tried)], params | excluded).first()
         if row is None and not tried:
-            row = run(connection, _head_of_queue(tried, wait=True), params).first()
+            row = run(connection, _HEAD_WAIT, params).first()
         if row is None:
             return None
         lease = _claim_slot(connection, labeler, rules, now, row.id, row.overlap)
@@ -406,11 +416,6 @@ def _assign_regular(
             return replace(lease, content=content_from(row))
         tried.append(row.id)
     return None
-
-
-def _head_of_queue(tried: list[int], *, wait: bool) -> Select[*tuple[Any, ...]]:
-    head = _HEAD_WAIT if wait else _HEAD_UNLOCKED
-    return head.where(_S.id.not_in(tried)) if tried else head
 
 
 def _claim_slot(

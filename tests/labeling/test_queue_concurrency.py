@@ -2,12 +2,15 @@
 
 import threading
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, Executable, select
 from sqlalchemy.orm import Session
 
+from app import auth, statements
 from app.db import transaction
+from app.labeling import queue, service, submission
 from app.labeling.queue import next_assignment
 from app.models import Assignment, User
 from tests.factories import make_solution, make_user
@@ -16,13 +19,9 @@ from tests.labeling.test_queue import NOW, RULES
 LABELERS = 50
 
 
-def test_fifty_labelers_at_once_respect_overlap(engine: Engine) -> None:
-    with transaction(engine) as session:
-        for _ in range(10):
-            make_solution(session, overlap=2)
-        make_solution(session, overlap=5)
-        labeler_ids = [make_user(session, f"labeler{i}").id for i in range(LABELERS)]
-    barrier = threading.Barrier(LABELERS)
+def _all_ask_at_once(engine: Engine, labeler_ids: list[int]) -> list[int | None]:
+    """Each labeler asks for a task at the same moment; the solution each got, if any."""
+    barrier = threading.Barrier(len(labeler_ids))
 
     def ask(labeler_id: int) -> int | None:
         barrier.wait()
@@ -32,8 +31,18 @@ def test_fifty_labelers_at_once_respect_overlap(engine: Engine) -> None:
             assignment = next_assignment(session.connection(), labeler, RULES, NOW)
             return None if assignment is None else assignment.solution_id
 
-    with ThreadPoolExecutor(max_workers=LABELERS) as pool:
-        results = list(pool.map(ask, labeler_ids))
+    with ThreadPoolExecutor(max_workers=len(labeler_ids)) as pool:
+        return list(pool.map(ask, labeler_ids))
+
+
+def test_fifty_labelers_at_once_respect_overlap(engine: Engine) -> None:
+    with transaction(engine) as session:
+        for _ in range(10):
+            make_solution(session, overlap=2)
+        make_solution(session, overlap=5)
+        labeler_ids = [make_user(session, f"labeler{i}").id for i in range(LABELERS)]
+
+    results = _all_ask_at_once(engine, labeler_ids)
 
     with Session(engine) as session:
         rows = session.execute(select(Assignment.solution_id, Assignment.labeler_id)).all()
@@ -45,3 +54,36 @@ def test_fifty_labelers_at_once_respect_overlap(engine: Engine) -> None:
     assert sorted(per_solution.values()) == [2] * 10 + [5]
     assert Counter(r for r in results if r is not None) == per_solution
     assert overlaps  # every regular assignment took a slot
+
+
+def test_racing_for_the_same_solutions_builds_no_new_statements(engine: Engine) -> None:
+    # A labeler who loses a race tries the next candidate. Those retries must use statements
+    # built at import: `run` compiles and keeps each statement object it is given, so one
+    # built per request would be compiled every time and kept for ever.
+    before = set(statements._driver_statements)
+    for round_ in range(3):
+        with transaction(engine) as session:
+            for _ in range(5):
+                make_solution(session, overlap=2)
+            labelers = [make_user(session, f"r{round_}-{i}").id for i in range(LABELERS)]
+        results = _all_ask_at_once(engine, labelers)
+        assert sum(result is not None for result in results) == 10
+
+    built_at_import = {
+        id(value)
+        for module in (queue, submission, service, auth)
+        for value in _values(vars(module).values())
+        if isinstance(value, Executable)
+    }
+    new = [s for key, (s, _) in statements._driver_statements.items() if key not in before]
+    assert all(id(statement) in built_at_import for statement in new)
+
+
+def _values(found: Iterable[object]) -> Iterator[object]:
+    """Module globals, and the values inside the dicts and tuples among them."""
+    for value in found:
+        yield value
+        if isinstance(value, dict):
+            yield from _values(value.values())
+        elif isinstance(value, tuple):
+            yield from _values(value)
