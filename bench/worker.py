@@ -403,7 +403,10 @@ def main(argv: list[str] | None = None) -> int:
             measure_scoring(model, tokenizer, args, words, options.solutions, 2 * multiplying)
         )
 
-    precision = "bf16 autocast" if uses_bf16(args, device) else "fp32"
+    # On CUDA, training autocasts fp32 weights; scoring runs bf16 copies of them.
+    precision = {"train": "bf16 autocast", "score": "bf16 weights"}
+    if not uses_bf16(args, device):
+        precision = {"train": "fp32", "score": "fp32"}
     rows = []
     for m in measurements:
         sequences = m.count * args.batch_size if m.phase == "train" else m.count
@@ -413,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
                 "params": f"{parameters / 1e6:,.1f}M",
                 "matmul params": f"{multiplying / 1e6:,.1f}M",
                 "device": device.type,
-                "precision": precision,
+                "precision": precision[m.phase],
                 "phase": m.phase,
                 "count": f"{m.count} {'steps' if m.phase == 'train' else 'solutions'}",
                 "tokens": f"{m.tokens:,}",

@@ -65,22 +65,31 @@ class _Window:
 
 
 def _windows(
-    tokenizer: PreTrainedTokenizerBase, items: list[tuple[str, list[str]]], max_length: int
+    tokenizer: PreTrainedTokenizerBase,
+    items: list[tuple[str, list[str]]],
+    max_length: int,
+    first_item: int = 0,
 ) -> list[_Window]:
     """Each solution as one sequence, or, when too long, as prefixes that cover every step.
 
     The first window ends at the last step; left truncation may drop early steps, which
     the next window (the solution up to the first kept step) scores, and so on. Each
-    window keeps at least its last step, so this ends.
+    window keeps at least its last step, so this ends. Windows name their solution by its
+    index in ``items``, plus ``first_item`` (where ``items`` is a chunk of a longer list).
     """
     windows = []
-    for index, (problem, steps) in enumerate(items):
+    for index, (problem, steps) in enumerate(items, start=first_item):
         end = len(steps)
         while end > 0:
             encoded = encode(tokenizer, problem, steps[:end], None, max_length)
             windows.append(_Window(index, encoded))
             end = encoded.first_step
     return windows
+
+
+SOLUTIONS_PER_CHUNK = 4096
+"""Solutions tokenized and scored at a time: a pool of a million solutions would otherwise
+hold every token list in memory at once (gigabytes), for no gain in speed."""
 
 
 def step_probabilities(
@@ -91,44 +100,57 @@ def step_probabilities(
 ) -> tuple[list[np.ndarray], Throughput]:
     """For each (problem, steps) item, a (steps, 3) array of P(-1), P(0), P(+1).
 
-    Runs on the device the model is on, with bf16 autocast on CUDA (``args.bf16``).
+    Runs on the device the model is on, in bf16 on CUDA (``args.bf16``), a chunk of
+    ``SOLUTIONS_PER_CHUNK`` solutions at a time.
     """
     started = time.perf_counter()
     device = next(model.parameters()).device
-    windows = _windows(tokenizer, items, args.max_length)
     probabilities = [np.zeros((len(steps), 3)) for _, steps in items]
-    batches = length_batches(
-        [len(w.encoded.input_ids) for w in windows],
-        args.score_batch_size,
-        args.max_tokens_per_batch,
-    )
-    tokens = 0
-    scored: list[tuple[list[_Window], torch.Tensor]] = []
+    sequences = tokens = 0
     was_training = model.training
     model.eval()
     try:
         with torch.inference_mode(), autocast(args, device):
             weights = _bf16_weights(model) if uses_bf16(args, device) else None
-            for batch_indices in batches:
-                batch = [windows[i] for i in batch_indices]
-                tokens += sum(len(w.encoded.input_ids) for w in batch)
-                scored.append((batch, _step_logits(model, weights, tokenizer, batch, device)))
-            # To the host only once every batch is queued: a copy after each batch would
-            # make the host wait for the GPU instead of preparing the next batch meanwhile.
-            for batch, logits in scored:
-                _write_probabilities(batch, logits, probabilities)
+            for first in range(0, len(items), SOLUTIONS_PER_CHUNK):
+                chunk = items[first : first + SOLUTIONS_PER_CHUNK]
+                windows = _windows(tokenizer, chunk, args.max_length, first)
+                tokens += _score_windows(model, weights, tokenizer, windows, probabilities, args)
+                sequences += len(windows)
     finally:
         model.train(was_training)
     seconds = time.perf_counter() - started
-    return probabilities, Throughput(len(items), len(windows), tokens, seconds)
+    return probabilities, Throughput(len(items), sequences, tokens, seconds)
+
+
+def _score_windows(
+    model: PRM,
+    weights: dict[str, torch.Tensor] | None,
+    tokenizer: PreTrainedTokenizerBase,
+    windows: list[_Window],
+    probabilities: list[np.ndarray],
+    args: TrainingArgs,
+) -> int:
+    """Write the windows' step probabilities into ``probabilities``; the tokens read."""
+    device = next(model.parameters()).device
+    lengths = [len(w.encoded.input_ids) for w in windows]
+    scored = []
+    for indices in length_batches(lengths, args.score_batch_size, args.max_tokens_per_batch):
+        batch = [windows[i] for i in indices]
+        scored.append((batch, _step_logits(model, weights, tokenizer, batch, device)))
+    # To the host only once every batch is queued: a copy after each batch would make the
+    # host wait for the GPU instead of preparing the next batch meanwhile.
+    for batch, logits in scored:
+        _write_probabilities(batch, logits, probabilities)
+    return sum(lengths)
 
 
 def _bf16_weights(model: PRM) -> dict[str, torch.Tensor]:
     """bf16 copies of the parameters (not the buffers, such as rotary frequencies).
 
-    Autocast alone keeps fp32 activations between the matrix products; with bf16 weights
-    the whole forward pass runs in bf16, which scored a 1.5B model 1.8x faster on an H100.
-    The copies take half the fp32 model's memory, for as long as the scoring lasts.
+    Autocast alone keeps fp32 activations between the matrix products (norms, residuals);
+    with bf16 weights the whole forward pass runs in bf16 (BENCHMARKS.md has the H100
+    figures). The copies take half the fp32 model's memory while the scoring lasts.
     """
     return {name: p.detach().to(torch.bfloat16) for name, p in model.named_parameters()}
 

@@ -2,11 +2,13 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from transformers import PreTrainedTokenizerBase
 
 from tests.worker import PROBLEM, equation, tiny_args, trained_arithmetic_prm
+from worker import score as scoring
 from worker.model import PRM, build_tiny, encode
 from worker.score import (
     _bf16_weights,
@@ -46,6 +48,23 @@ def test_scores_come_back_in_the_callers_order(untrained: Untrained) -> None:
     for batched, single in zip(together, alone, strict=True):
         assert batched.step_scores == pytest.approx(single.step_scores, abs=1e-6)
     assert together[0].step_scores == pytest.approx(together[-1].step_scores, abs=1e-6)
+
+
+def test_scoring_in_chunks_changes_nothing(
+    untrained: Untrained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, tokenizer = untrained
+    args = tiny_args(score_batch_size=2)
+    whole, whole_throughput = step_probabilities(model, tokenizer, ITEMS, args)
+
+    monkeypatch.setattr(scoring, "SOLUTIONS_PER_CHUNK", 2)
+    chunked, chunked_throughput = step_probabilities(model, tokenizer, ITEMS, args)
+
+    assert len(chunked) == len(whole) == len(ITEMS)
+    for a, b in zip(whole, chunked, strict=True):
+        assert a.shape == b.shape and np.allclose(a, b, atol=1e-6)
+    assert chunked_throughput.tokens == whole_throughput.tokens
+    assert chunked_throughput.sequences == whole_throughput.sequences
 
 
 def test_solution_score_is_the_product_of_step_scores(untrained: Untrained) -> None:
