@@ -152,9 +152,11 @@ class Cycle:
             # The held-out set grows with the labels: judge the current checkpoint on this
             # run's held-out set, not by the figures it got on its own.
             current_path = self._current_checkpoint()
-            # Every rank loads it: it scores the pool if the new one does not replace it.
-            current = None if current_path is None else load_checkpoint(current_path)[:2]
+            # Rank 0 judges it; the other ranks load it only if it goes on scoring the pool.
+            current = _load(current_path) if self.ranks.is_main else None
             becomes_current = self._compare(current, held_out or train)
+            if not becomes_current and current is None:
+                current = _load(current_path)
         self._finish(label_count, checkpoint=checkpoint, current=becomes_current)
         scorer = current if current is not None and not becomes_current else (model, tokenizer)
         with self.step("score"):
@@ -333,6 +335,11 @@ class Cycle:
             run = self._run(session)
             run.metrics = _plain(self.metrics)
             run.timings = dict(self.timings)
+
+
+def _load(checkpoint: Path | None) -> tuple[Any, Any] | None:
+    """A checkpoint's model and tokenizer; None for no checkpoint."""
+    return None if checkpoint is None else load_checkpoint(checkpoint)[:2]
 
 
 def _next_generation(session: Session) -> int:
