@@ -381,7 +381,10 @@ def import_history(engine: Engine, labels: int, seed: int) -> None:
 
     A project under load has labels already, and Postgres plans for the tables it has: on
     empty label tables it would plan the foreign-key checks of the first inserts as scans,
-    and keep those plans while the tables grow (until autovacuum analyzes them).
+    and keep those plans while the tables grow (until autovacuum analyzes them, up to a
+    minute into the run). Labels made in the app come with their finished assignments,
+    imported ones without: those are added too, or the queue's queries would be planned
+    for an empty assignments table.
     """
     if not labels:
         return
@@ -392,6 +395,21 @@ def import_history(engine: Engine, labels: int, seed: int) -> None:
                 out.write(line + "\n")
         with transaction(engine) as session:
             import_prm800k(session, read_files([path]))
+    with engine.begin() as connection:
+        connection.execute(HISTORY_ASSIGNMENTS)
+
+
+HISTORY_ASSIGNMENTS = text(
+    """
+    INSERT INTO assignments
+        (solution_id, labeler_id, slot, leased_at, expires_at, completed_at, label_id)
+    SELECT solution_id, labeler_id,
+           row_number() OVER (PARTITION BY solution_id ORDER BY id) - 1,
+           timestamp, timestamp, timestamp, id
+    FROM labels WHERE solution_id IS NOT NULL
+    ON CONFLICT DO NOTHING
+    """
+)
 
 
 def create_labelers(engine: Engine, names: list[str], password: str) -> None:

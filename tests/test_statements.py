@@ -93,3 +93,37 @@ def test_insert_values_writes_json_and_sql_nulls(session: Session) -> None:
         .order_by(LABEL_STEPS.c.step_index)
     ).all()
     assert [tuple(row) for row in stored] == [(5, human, False), (6, None, True)]
+
+
+def test_the_statements_own_values_are_written_into_the_sql(engine: Engine) -> None:
+    """A LIMIT or a constant goes to Postgres as SQL, so that a prepared statement can be
+    planned once for every call; the values a caller passes stay parameters."""
+    from app.models import USERS
+
+    first_named = (
+        select(USERS.c.name)
+        .where(
+            USERS.c.role == "labeler",
+            USERS.c.name.like("al%"),  # a % in a literal, where psycopg reads placeholders
+            USERS.c.name.like(bindparam("pattern")),
+        )
+        .order_by(USERS.c.name)
+        .limit(1)
+    )
+    with engine.begin() as connection:
+        for name, role in (("ada", "admin"), ("alan", "labeler"), ("alonzo", "labeler")):
+            statements.run(
+                connection,
+                USERS.insert(),
+                {"name": name, "uuid": name, "role": role, **USER_DEFAULTS},
+            )
+        assert statements.run(connection, first_named, {"pattern": "a%"}).scalar() == "alan"
+        assert statements.run(connection, first_named, {"pattern": "%zo"}).scalar() == "alonzo"
+        assert statements.run(connection, first_named, {"pattern": "b%"}).first() is None
+    if engine.dialect.name == "postgresql":
+        plain = statements._driver_statement(first_named, ("pattern",), engine.dialect)
+        assert plain is not None
+        assert "users.role = 'labeler'" in plain.sql
+        assert "LIMIT 1" in plain.sql
+        assert "%(pattern)s" in plain.sql
+        assert set(plain.defaults) == {"pattern"}

@@ -141,7 +141,17 @@ _EXTEND = (
     )
     .values(expires_at=bindparam("until"))
 )
-_NOT_MINE = ~exists().where(_A.solution_id == _S.id, _A.labeler_id == bindparam("labeler_id"))
+# "Not this labeler's before", as a count per candidate solution: Postgres keeps that a
+# probe of the solution's few assignments. Written as NOT EXISTS, it may plan an anti join
+# that reads every assignment the labeler ever had, for each candidate, and keep that plan
+# (psycopg prepares the statement) while the labeler's history grows.
+_NOT_MINE = (
+    select(func.count())
+    .where(_A.solution_id == _S.id, _A.labeler_id == bindparam("labeler_id"))
+    .correlate(SOLUTIONS)
+    .scalar_subquery()
+    == 0
+)
 _IS_GOLD = exists().where(GOLD_LABELS.c.solution_id == _S.id)
 _SCREENING = (
     select(_S.id)
