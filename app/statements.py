@@ -18,7 +18,7 @@ from typing import Any, Protocol, cast
 from sqlalchemy import JSON, Boolean, Connection, CursorResult, Executable, Result, Row, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
-from sqlalchemy.exc import NoResultFound
+from sqlalchemy.exc import CompileError, NoResultFound
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement
 from sqlalchemy.types import TypeEngine
@@ -170,7 +170,11 @@ def _constants_written_in(
         if name in keys or value is None or bind.callable is not None:
             parameters[name] = value
             continue
-        literal = compiled.render_literal_value(value, bind.type)
+        try:
+            literal = compiled.render_literal_value(value, bind.type)
+        except (CompileError, NotImplementedError):  # a type with no literal form
+            parameters[name] = value
+            continue
         sql = sql.replace(f"%({name})s", literal.replace("%", "%%"))
     return sql, parameters
 
