@@ -115,7 +115,9 @@ def step_probabilities(
             for first in range(0, len(items), SOLUTIONS_PER_CHUNK):
                 chunk = items[first : first + SOLUTIONS_PER_CHUNK]
                 windows = _windows(tokenizer, chunk, args.max_length, first)
-                tokens += _score_windows(model, weights, tokenizer, windows, probabilities, args)
+                tokens += _score_windows(
+                    model, weights, tokenizer, windows, probabilities, args, device
+                )
                 sequences += len(windows)
     finally:
         model.train(was_training)
@@ -130,9 +132,9 @@ def _score_windows(
     windows: list[_Window],
     probabilities: list[np.ndarray],
     args: TrainingArgs,
+    device: torch.device,
 ) -> int:
     """Write the windows' step probabilities into ``probabilities``; the tokens read."""
-    device = next(model.parameters()).device
     lengths = [len(w.encoded.input_ids) for w in windows]
     scored = []
     for indices in length_batches(lengths, args.score_batch_size, args.max_tokens_per_batch):
