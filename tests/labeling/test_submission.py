@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from app import prm800k
 from app.datasets.export import ExportFilter, write_export
+from app.labeling import submission as submission_module
 from app.labeling.queue import QueueRules, next_assignment
 from app.labeling.submission import (
     LeasedTask,
@@ -21,10 +22,13 @@ from app.labeling.submission import (
 )
 from app.models import (
     SCREENING_GENERATION,
+    Assignment,
     GoldLabel,
     Label,
+    LabelStep,
     QueueState,
     Solution,
+    StepCompletion,
     User,
 )
 from tests.factories import make_solution, make_user
@@ -291,3 +295,62 @@ def test_a_quality_control_label_belongs_to_the_round_it_was_served_in(
         True,
         False,
     )
+
+
+def stored_rows(session: Session, label_id: int) -> tuple[object, ...]:
+    """What a label stored, without the ids that differ between two labels."""
+    label = session.get(Label, label_id)
+    assert label is not None
+    steps = session.execute(
+        select(LabelStep.step_index, LabelStep.chosen_completion, LabelStep.human_completion)
+        .where(LabelStep.label_id == label_id)
+        .order_by(LabelStep.step_index)
+    ).all()
+    completions = session.execute(
+        select(
+            StepCompletion.step_index,
+            StepCompletion.completion_index,
+            StepCompletion.text,
+            StepCompletion.rating,
+            StepCompletion.flagged,
+        )
+        .where(StepCompletion.label_id == label_id)
+        .order_by(StepCompletion.step_index, StepCompletion.completion_index)
+    ).all()
+    assignment = session.scalars(select(Assignment).where(Assignment.label_id == label_id)).one()
+    solution = session.get(Solution, label.solution_id)
+    assert solution is not None
+    return (
+        (label.timestamp, label.generation, label.total_time, label.finish_reason, label.note),
+        (label.is_quality_control, label.is_initial_screening),
+        [tuple(row) for row in steps],
+        [tuple(row) for row in completions],
+        (assignment.completed_at, solution.completed_count, solution.queue_state),
+    )
+
+
+def test_one_statement_stores_what_the_statements_in_turn_store(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Postgres writes a label in one statement, other databases one table at a time.
+    if session.get_bind().dialect.name != "postgresql":
+        pytest.skip("the one-statement write is Postgres's")
+    steps = [
+        phase1_step(0, [1], chosen=1, flagged=True),
+        phase1_step(-1, [-1, 0], human_text="Then $2+2=4$, so far so good."),
+        phase1_step(1, [], chosen=0),
+    ]
+    sent = submission([], "solution", steps=steps, note=" checked twice ")
+    saved = []
+    for name, write in [("in-turn", submission_module._write_in_turn), ("at-once", None)]:
+        make_solution(session, STEPS, alternatives=PHASE1_ALTERNATIVES).style = "phase1"
+        session.flush()
+        labeler = make_user(session, name)
+        task = next_task(session, labeler)
+        with monkeypatch.context() as patch:
+            if write is not None:
+                patch.setattr(submission_module, "_write_at_once", write)
+            saved.append(save(session, task, labeler, sent, now=NOW + timedelta(seconds=1)))
+    in_turn, at_once = (stored_rows(session, label.label_id) for label in saved)
+    assert at_once == in_turn
+    assert len(in_turn[2]) == 3 and len(in_turn[3]) == 6 and in_turn[4][1:] == (1, "full")
