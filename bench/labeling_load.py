@@ -559,14 +559,14 @@ class CpuSnapshot:
     """CPU ticks so far of each process, by group."""
 
 
-def _process_ticks(pid: int) -> int:
+def process_ticks(pid: int) -> int:
     with suppress(OSError):
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return int(fields[11]) + int(fields[12])  # utime, stime
     return 0
 
 
-def _postgres_pids() -> list[int]:
+def postgres_pids() -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -583,8 +583,8 @@ def cpu_snapshot(server_pid: int | None) -> CpuSnapshot:
     groups = {"load generator": [os.getpid()]}
     if server_pid is not None:
         groups["server"] = [server_pid, *descendants(server_pid)]
-    groups["postgres"] = _postgres_pids()
-    by_group = {name: {pid: _process_ticks(pid) for pid in pids} for name, pids in groups.items()}
+    groups["postgres"] = postgres_pids()
+    by_group = {name: {pid: process_ticks(pid) for pid in pids} for name, pids in groups.items()}
     return CpuSnapshot(time.perf_counter(), total - idle, total, by_group)
 
 

@@ -19,13 +19,14 @@ On Postgres, candidate rows are locked with SKIP LOCKED so concurrent requests s
 instead of colliding; on SQLite, write transactions are serialized (app/db.py).
 
 Every labeler asks for a task after every submit, so the statements are Core, built once,
-and a new task usually costs three: the current lease, the head of the queue, the insert.
+and a new task usually costs three: the current lease, the head of the queue, the insert
+(on Postgres two: the head is claimed by the statement that finds it).
 """
 
 import random
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy import (
     ColumnElement,
@@ -41,8 +42,10 @@ from sqlalchemy import (
     func,
     or_,
     select,
+    true,
     update,
 )
+from sqlalchemy.dialects import postgresql
 
 from app.models import (
     ASSIGNMENTS,
@@ -287,6 +290,48 @@ _INSERT_NEW_SLOT: dict[str, Insert] = {
 }
 
 
+def _head_and_claim(head_query: Select[Any]) -> Select[Any]:
+    """The head of the queue and, in the same statement, a claim of its next slot (Postgres:
+    one round trip instead of two). The count of slots used comes from the statement's
+    snapshot, taken before the head's row lock: a claim that committed in between is
+    missed, and the insert then meets its slot and does nothing (the caller falls back on
+    ``_claim_after_race``). Any claim still open holds the row lock, which SKIP LOCKED skips
+    and a waiting lock outlasts, so the insert never waits on a slot in use."""
+    head = head_query.cte("head")
+    used = (
+        select(func.count())
+        .where(_A.solution_id == head.c.id, _A.slot.is_not(None))
+        .scalar_subquery()
+    )
+    new_slot = select(
+        head.c.id,
+        bindparam("labeler_id", type_=Integer),
+        used,
+        bindparam("now", type_=DateTime),
+        bindparam("until", type_=DateTime),
+    ).where(used < head.c.overlap)
+    claimed = (
+        postgresql.insert(ASSIGNMENTS)
+        .from_select(_NEW_SLOT_COLUMNS, new_slot)
+        .on_conflict_do_nothing()
+        .returning(_A.id, _A.slot)
+        .cte("claimed")
+    )
+    return select(
+        head, claimed.c.id.label("claimed_id"), claimed.c.slot.label("claimed_slot")
+    ).select_from(head.outerjoin(claimed, true()))
+
+
+# Each database's head-of-queue statements: the tries that skip locked rows, and the wait.
+_HEADS = {
+    "postgresql": (
+        tuple(_head_and_claim(head) for head in _HEADS_UNLOCKED_EXCEPT),
+        _head_and_claim(_HEAD_WAIT),
+    ),
+    "sqlite": (_HEADS_UNLOCKED_EXCEPT, _HEAD_WAIT),
+}
+
+
 def next_assignment(
     connection: Connection,
     labeler: Labeler,
@@ -405,7 +450,8 @@ def _assign_quality_control(
 def _assign_regular(
     connection: Connection, labeler: Labeler, rules: QueueRules, now: datetime
 ) -> Lease | None:
-    params = {"labeler_id": labeler.id, "overlap": rules.overlap, "now": now}
+    until = now + rules.lease  # for the claims made by the query itself (Postgres)
+    params = {"labeler_id": labeler.id, "overlap": rules.overlap, "now": now, "until": until}
     # Each try takes the head of the queue that no concurrent request has locked (Postgres
     # skips their rows; SQLite serializes writers anyway), so requests spread over the
     # queue instead of queueing behind one row. A row this request locked itself is not
@@ -413,19 +459,33 @@ def _assign_regular(
     # When every candidate is locked by others, the first try waits for the head instead:
     # its holder may leave a slot free, and "nothing to label" should mean nothing. Only
     # the first: a request that holds a lock and waits for another could deadlock.
+    heads, head_wait = _HEADS[connection.dialect.name]
     tried: list[int] = []
     for _ in range(CANDIDATES_PER_TRY):
         excluded = {f"tried_{i}": solution_id for i, solution_id in enumerate(tried)}
-        row = run(connection, _HEADS_UNLOCKED_EXCEPT[len(tried)], params | excluded).first()
+        row = run(connection, heads[len(tried)], params | excluded).first()
         if row is None and not tried:
-            row = run(connection, _HEAD_WAIT, params).first()
+            row = run(connection, head_wait, params).first()
         if row is None:
             return None
-        lease = _claim_slot(connection, labeler, rules, now, row.id, row.overlap)
+        lease = _claim_head(connection, labeler, rules, now, row)
         if lease is not None:
             return replace(lease, content=content_from(row))
         tried.append(row.id)
     return None
+
+
+def _claim_head(
+    connection: Connection, labeler: Labeler, rules: QueueRules, now: datetime, head: AnyRow
+) -> Lease | None:
+    """A slot of the head of the queue: claimed by the query that found it (Postgres), or
+    claimed now; None if none is left."""
+    if connection.dialect.name != "postgresql":
+        return _claim_slot(connection, labeler, rules, now, head.id, head.overlap)
+    if head.claimed_id is not None:
+        until = now + rules.lease
+        return Lease(head.claimed_id, head.id, labeler.id, head.claimed_slot, now, until)
+    return _claim_after_race(connection, labeler, rules, now, head.id, head.overlap)
 
 
 def _claim_slot(
@@ -451,6 +511,20 @@ def _claim_slot(
     ).first()
     if claimed is not None:
         return Lease(claimed.id, solution_id, labeler.id, claimed.slot, now, until)
+    return _claim_after_race(connection, labeler, rules, now, solution_id, overlap)
+
+
+def _claim_after_race(
+    connection: Connection,
+    labeler: Labeler,
+    rules: QueueRules,
+    now: datetime,
+    solution_id: int,
+    overlap: int,
+) -> Lease | None:
+    """When the counted next slot was taken: a free slot below the overlap, or one whose
+    lease expired; None if none is left."""
+    until = now + rules.lease
     # Should slots ever have gaps (the count then names a slot in use), fill the gaps.
     used = set(connection.scalars(_USED_SLOTS, {"solution_id": solution_id}))
     for slot in sorted(set(range(overlap)) - used):
