@@ -454,8 +454,10 @@ def _assign_regular(
     params = {"labeler_id": labeler.id, "overlap": rules.overlap, "now": now, "until": until}
     # Each try takes the head of the queue that no concurrent request has locked (Postgres
     # skips their rows; SQLite serializes writers anyway), so requests spread over the
-    # queue instead of queueing behind one row. A row this request locked itself is not
-    # skipped, hence the exclusion of those tried. The slot constraint settles any race.
+    # queue instead of queueing behind one row. Those tried are excluded: they have no slot
+    # for this labeler, and a row this request locked itself (in a transaction; the
+    # labeling requests' statements commit alone) is not skipped. The slot constraint
+    # settles any race.
     # When every candidate is locked by others, the first try waits for the head instead:
     # its holder may leave a slot free, and "nothing to label" should mean nothing. Only
     # the first: a request that holds a lock and waits for another could deadlock.

@@ -7,7 +7,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
 from app.auth import CurrentAdmin, CurrentUser, LoggedIn, Login, Viewer, check_csrf, check_login
 from app.config import get_settings
-from app.db import DbSession, core_transaction, in_database_thread
+from app.db import DbSession, core_autocommit, in_database_thread
 from app.labeling import service
 from app.labeling.queue import Lease, assign_new, extend_lease, lease_of, resume
 from app.labeling.service import TaskView
@@ -18,8 +18,9 @@ from app.templating import render, wants_fragment
 router = APIRouter(dependencies=[Depends(check_csrf)])
 
 # The three labeling requests below come with every task a labeler does. Each does its
-# whole unit of work (check the login, the queue or the label, commit) in one worker
-# thread on a plain connection, instead of a thread per dependency and an ORM session.
+# whole unit of work (check the login, the queue or the label) in one worker thread on a
+# plain connection, instead of a thread per dependency and an ORM session; on Postgres
+# each of its writes is one statement that commits by itself (see core_autocommit).
 
 
 @router.get("/label/next", response_class=HTMLResponse)
@@ -36,7 +37,7 @@ async def next_task(request: Request, login: LoggedIn) -> HTMLResponse:
 
 
 def _take_next_task(login: Login) -> tuple[Viewer, TaskView | None]:
-    with core_transaction() as connection:
+    with core_autocommit() as connection:
         viewer, current = service.labeler_and_open_lease(connection, login)
         rules = service.queue_rules(connection, get_settings())
         now = utc_now()
@@ -54,7 +55,7 @@ async def submit_label(assignment_id: int, login: LoggedIn, body: SubmissionInpu
 
 
 def _submit(login: Login, assignment_id: int, body: SubmissionInput) -> SavedLabel:
-    with core_transaction() as connection:
+    with core_autocommit() as connection:
         viewer, task = service.labeler_and_task(connection, login, assignment_id)
         if task is None or task.labeler_id != viewer.id:
             raise _not_yours()
@@ -73,7 +74,7 @@ async def heartbeat(assignment_id: int, login: LoggedIn) -> Response:
 
 
 def _keep_lease(login: Login, assignment_id: int) -> None:
-    with core_transaction() as connection:
+    with core_autocommit() as connection:
         viewer = check_login(connection, login)
         lease: Lease | None = lease_of(connection, assignment_id)
         if lease is None or lease.labeler_id != viewer.id:

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Connection, Insert, bindparam, case, exists, func, select, update
+from sqlalchemy.dialects import postgresql
 
 from app.datasets.keys import content_key
 from app.labeling.queue import Labeler
@@ -270,7 +271,7 @@ def save_label(
     if label_id is None:
         return _saved_before(connection, label["dedupe_key"], labeler)
     if not completed:
-        # The caller's transaction rolls back, the label with it.
+        # Written in turn (SQLite): the caller's transaction rolls back, the label with it.
         raise SubmissionError("this task is no longer yours: its lease ran out")
     return SavedLabel(label_id, created=True)
 
@@ -336,22 +337,38 @@ _LABEL_COLUMNS = (
 )  # fmt: skip
 """The columns ``_label_row`` fills."""
 
+
+def _typed_parameter(name: str) -> str:
+    # Typed: in a SELECT list Postgres reads a parameter of no type (psycopg sends None so)
+    # as text, which an integer column refuses.
+    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+    column_type = LABELS.c[name].type.compile(dialect=dialect)
+    return f"CAST(%({name})s AS {column_type})"
+
+
 # Postgres writes all of it in one statement: one round trip instead of five, which on a
 # busy server costs more than the writes (each wakes the database and the worker thread).
-# The sub-statements share one snapshot; foreign keys are checked at the statement's end,
+# The statement stands alone, with no transaction around it (app/db.py, core_autocommit):
+# it locks the assignment first and writes only while the assignment is this labeler's
+# and open, so a label is stored with its assignment completed, or not at all. The
+# sub-statements share one snapshot; foreign keys are checked at the statement's end,
 # when the new label's rows exist. Steps and completions come as arrays, one per column,
 # so the SQL is the same for any number of them and Postgres prepares it once.
 _WRITE_AT_ONCE = f"""
-WITH new_label AS (
+WITH open_task AS (
+    SELECT id FROM assignments
+    WHERE id = %(assignment_id)s AND labeler_id = %(holder_id)s AND completed_at IS NULL
+    FOR NO KEY UPDATE
+), new_label AS (
     INSERT INTO labels ({", ".join(_LABEL_COLUMNS)})
-    VALUES ({", ".join(f"%({name})s" for name in _LABEL_COLUMNS)})
+    SELECT {", ".join(_typed_parameter(name) for name in _LABEL_COLUMNS)}
+    FROM open_task
     ON CONFLICT DO NOTHING
     RETURNING id
 ), completed AS (
     UPDATE assignments SET completed_at = %(now)s, label_id = new_label.id
     FROM new_label
-    WHERE assignments.id = %(assignment_id)s AND assignments.labeler_id = %(holder_id)s
-        AND assignments.completed_at IS NULL
+    WHERE assignments.id = %(assignment_id)s
     RETURNING assignments.id
 ), steps AS (
     INSERT INTO label_steps (label_id, step_index, chosen_completion, human_completion)
@@ -409,8 +426,8 @@ def _write_at_once(connection: Connection, writes: _Writes) -> tuple[int | None,
 
 def _saved_before(connection: Connection, dedupe_key: str, labeler: Labeler) -> SavedLabel:
     """The label a first submit of this task stored; an error if it is someone else's."""
-    saved = run(connection, _SAVED_LABEL, {"dedupe_key": dedupe_key}).one()
-    if saved.labeler_id != labeler.id:
+    saved = run(connection, _SAVED_LABEL, {"dedupe_key": dedupe_key}).first()
+    if saved is None or saved.labeler_id != labeler.id:
         raise SubmissionError("this task is no longer yours: its lease ran out")
     return SavedLabel(saved.id, created=False)
 

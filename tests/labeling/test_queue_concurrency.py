@@ -5,44 +5,63 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from sqlalchemy import Engine, Executable, select
+import pytest
+from sqlalchemy import Connection, Engine, Executable, select
 from sqlalchemy.orm import Session
 
 from app import auth, statements
-from app.db import transaction
+from app.db import core_autocommit, transaction
 from app.labeling import queue, service, submission
 from app.labeling.queue import next_assignment
-from app.models import Assignment, User
+from app.labeling.submission import SubmissionInput
+from app.models import Assignment, Label, User
 from tests.factories import make_solution, make_user
 from tests.labeling.test_queue import NOW, RULES
+from tests.labeling.test_submission import STEPS
 
 LABELERS = 50
 
 
-def _all_ask_at_once(engine: Engine, labeler_ids: list[int]) -> list[int | None]:
-    """Each labeler asks for a task at the same moment; the solution each got, if any."""
+def _all_ask_at_once(
+    engine: Engine, labeler_ids: list[int], autocommit: bool = False
+) -> list[int | None]:
+    """Each labeler asks for a task at the same moment; the solution each got, if any. In
+    a transaction, or as the labeling requests ask: each statement committing alone."""
     barrier = threading.Barrier(len(labeler_ids))
 
     def ask(labeler_id: int) -> int | None:
         barrier.wait()
-        with transaction(engine) as session:
-            labeler = session.get(User, labeler_id)
-            assert labeler is not None
-            assignment = next_assignment(session.connection(), labeler, RULES, NOW)
-            return None if assignment is None else assignment.solution_id
+        if autocommit:
+            with core_autocommit(engine) as connection:
+                labeler = _labeler(connection, labeler_id)
+                assignment = next_assignment(connection, labeler, RULES, NOW)
+        else:
+            with transaction(engine) as session:
+                user = session.get(User, labeler_id)
+                assert user is not None
+                assignment = next_assignment(session.connection(), user, RULES, NOW)
+        return None if assignment is None else assignment.solution_id
 
     with ThreadPoolExecutor(max_workers=len(labeler_ids)) as pool:
         return list(pool.map(ask, labeler_ids))
 
 
-def test_fifty_labelers_at_once_respect_overlap(engine: Engine) -> None:
+def _labeler(connection: Connection, labeler_id: int) -> auth.Viewer:
+    user = connection.execute(
+        select(User.id, User.name, User.role, User.is_approved).where(User.id == labeler_id)
+    ).one()
+    return auth.Viewer(*user)
+
+
+@pytest.mark.parametrize("autocommit", [False, True], ids=["transaction", "autocommit"])
+def test_fifty_labelers_at_once_respect_overlap(engine: Engine, autocommit: bool) -> None:
     with transaction(engine) as session:
         for _ in range(10):
             make_solution(session, overlap=2)
         make_solution(session, overlap=5)
         labeler_ids = [make_user(session, f"labeler{i}").id for i in range(LABELERS)]
 
-    results = _all_ask_at_once(engine, labeler_ids)
+    results = _all_ask_at_once(engine, labeler_ids, autocommit)
 
     with Session(engine) as session:
         rows = session.execute(select(Assignment.solution_id, Assignment.labeler_id)).all()
@@ -87,3 +106,35 @@ def _values(found: Iterable[object]) -> Iterator[object]:
             yield from _values(value.values())
         elif isinstance(value, tuple):
             yield from _values(value)
+
+
+def test_a_task_submitted_from_many_tabs_at_once_stores_one_label(engine: Engine) -> None:
+    with transaction(engine) as session:
+        make_solution(session, STEPS)
+        labeler_id = make_user(session, "alice").id
+    (solution_id,) = _all_ask_at_once(engine, [labeler_id], autocommit=True)
+    assert solution_id is not None
+    with Session(engine) as session:
+        assignment_id = session.scalars(select(Assignment.id)).one()
+    sent = SubmissionInput.model_validate(
+        {"steps": [{"rating": 1}] * len(STEPS), "finish_reason": "solution", "total_time": 9}
+    )
+    tabs = 8
+    barrier = threading.Barrier(tabs)
+
+    def submit(_tab: int) -> submission.SavedLabel:
+        barrier.wait()
+        with core_autocommit(engine) as connection:
+            task = submission.leased_task(connection, assignment_id)
+            assert task is not None
+            labeler = _labeler(connection, labeler_id)
+            return submission.save_label(connection, task, labeler, sent, overlap=1, now=NOW)
+
+    with ThreadPoolExecutor(max_workers=tabs) as pool:
+        saved = list(pool.map(submit, range(tabs)))
+    with Session(engine) as session:
+        labels = session.scalars(select(Label.id)).all()
+        completed = session.scalars(select(Assignment.label_id)).one()
+    assert len(labels) == 1 and completed == labels[0]
+    assert {label.label_id for label in saved} == set(labels)
+    assert sum(label.created for label in saved) == 1

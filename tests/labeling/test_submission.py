@@ -2,6 +2,7 @@
 
 import io
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
@@ -297,7 +298,7 @@ def test_a_quality_control_label_belongs_to_the_round_it_was_served_in(
     )
 
 
-def stored_rows(session: Session, label_id: int) -> tuple[object, ...]:
+def stored_rows(session: Session, label_id: int) -> tuple[Any, ...]:
     """What a label stored, without the ids that differ between two labels."""
     label = session.get(Label, label_id)
     assert label is not None
