@@ -399,6 +399,7 @@ SELECT (SELECT id FROM new_label), EXISTS (SELECT FROM completed)
 
 def _write_at_once(connection: Connection, writes: _Writes) -> tuple[int | None, bool]:
     """``_write_in_turn`` in one statement (Postgres)."""
+    assert writes.label.keys() == set(_LABEL_COLUMNS), "_LABEL_COLUMNS must name every column"
     step_rows = [step for step, _ in writes.steps]
     completions = writes.completions()
     human = [step["human_completion"] for step in step_rows]
