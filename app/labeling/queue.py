@@ -45,7 +45,6 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.dialects import postgresql
 
 from app.models import (
     ASSIGNMENTS,
@@ -232,23 +231,12 @@ _HEADS_UNLOCKED_EXCEPT = (
     ),
 )
 
-# The slot is counted by the insert itself, in a snapshot taken once the solution's row is
-# locked: every claim of a slot holds that lock until it commits, so the count is exact.
-# (Counted by the head-of-queue query, it could miss a claim that committed between that
-# query's snapshot and its lock, and the insert would then wait on a slot in use.) Slots
-# are numbered from 0 up and their rows never deleted, so the count is the next free one.
-_CLAIMED = bindparam("claimed", type_=Integer)
-_OVERLAP_OF_CLAIMED = bindparam("slots", type_=Integer)
-_SLOTS_USED = (
-    select(func.count()).where(_A.solution_id == _CLAIMED, _A.slot.is_not(None)).scalar_subquery()
-)
-_NEW_SLOT = select(
-    _CLAIMED,
-    bindparam("labeler_id", type_=Integer),
-    _SLOTS_USED,
-    bindparam("now", type_=DateTime),
-    bindparam("until", type_=DateTime),
-).where(_SLOTS_USED < _OVERLAP_OF_CLAIMED)
+# SQLite's claim counts the slot in the insert itself, in a snapshot taken once the
+# solution's row is locked: every claim of a slot holds that lock until it commits, so the
+# count is exact. (Counted by the head-of-queue query, it could miss a claim that
+# committed between that query's snapshot and its lock, and the insert would then wait on
+# a slot in use.) Slots are numbered from 0 up and their rows never deleted, so the count
+# is the next free one.
 _NEW_SLOT_COLUMNS = ["solution_id", "labeler_id", "slot", "leased_at", "expires_at"]
 _USED_SLOTS = select(_A.slot).where(
     _A.solution_id == bindparam("solution_id"), _A.slot.is_not(None)
@@ -281,13 +269,40 @@ _INSERT: dict[str, Insert] = {
     name: insert(ASSIGNMENTS).on_conflict_do_nothing().returning(_A.id)
     for name, insert in INSERTS.items()
 }
-_INSERT_NEW_SLOT: dict[str, Insert] = {
-    name: insert(ASSIGNMENTS)
-    .from_select(_NEW_SLOT_COLUMNS, _NEW_SLOT)
-    .on_conflict_do_nothing()
-    .returning(_A.id, _A.slot)
-    for name, insert in INSERTS.items()
-}
+
+
+def _slot_claim(
+    dialect: str,
+    solution_id: ColumnElement[int],
+    overlap: ColumnElement[int],
+) -> Insert:
+    """An insert of the solution's next slot for the labeler, if one is below the overlap."""
+    used = (
+        select(func.count())
+        .where(_A.solution_id == solution_id, _A.slot.is_not(None))
+        .scalar_subquery()
+    )
+    new_slot = select(
+        solution_id,
+        bindparam("labeler_id", type_=Integer),
+        used,
+        bindparam("now", type_=DateTime),
+        bindparam("until", type_=DateTime),
+    ).where(used < overlap)
+    return (
+        INSERTS[dialect](ASSIGNMENTS)
+        .from_select(_NEW_SLOT_COLUMNS, new_slot)
+        .on_conflict_do_nothing()
+        .returning(_A.id, _A.slot)
+    )
+
+
+# SQLite's claim, after its head-of-queue query (on Postgres that query claims, below).
+_CLAIM_COUNTED_SLOT = _slot_claim(
+    "sqlite",
+    bindparam("claimed", type_=Integer),
+    bindparam("slots", type_=Integer),
+)
 
 
 def _head_and_claim(head_query: Select[Any]) -> Select[Any]:
@@ -298,25 +313,7 @@ def _head_and_claim(head_query: Select[Any]) -> Select[Any]:
     ``_claim_after_race``). Any claim still open holds the row lock, which SKIP LOCKED skips
     and a waiting lock outlasts, so the insert never waits on a slot in use."""
     head = head_query.cte("head")
-    used = (
-        select(func.count())
-        .where(_A.solution_id == head.c.id, _A.slot.is_not(None))
-        .scalar_subquery()
-    )
-    new_slot = select(
-        head.c.id,
-        bindparam("labeler_id", type_=Integer),
-        used,
-        bindparam("now", type_=DateTime),
-        bindparam("until", type_=DateTime),
-    ).where(used < head.c.overlap)
-    claimed = (
-        postgresql.insert(ASSIGNMENTS)
-        .from_select(_NEW_SLOT_COLUMNS, new_slot)
-        .on_conflict_do_nothing()
-        .returning(_A.id, _A.slot)
-        .cte("claimed")
-    )
+    claimed = _slot_claim("postgresql", head.c.id, head.c.overlap).cte("claimed")
     return select(
         head, claimed.c.id.label("claimed_id"), claimed.c.slot.label("claimed_slot")
     ).select_from(head.outerjoin(claimed, true()))
@@ -480,40 +477,24 @@ def _assign_regular(
 def _claim_head(
     connection: Connection, labeler: Labeler, rules: QueueRules, now: datetime, head: AnyRow
 ) -> Lease | None:
-    """A slot of the head of the queue: claimed by the query that found it (Postgres), or
-    claimed now; None if none is left."""
-    if connection.dialect.name != "postgresql":
-        return _claim_slot(connection, labeler, rules, now, head.id, head.overlap)
-    if head.claimed_id is not None:
-        until = now + rules.lease
-        return Lease(head.claimed_id, head.id, labeler.id, head.claimed_slot, now, until)
-    return _claim_after_race(connection, labeler, rules, now, head.id, head.overlap)
-
-
-def _claim_slot(
-    connection: Connection,
-    labeler: Labeler,
-    rules: QueueRules,
-    now: datetime,
-    solution_id: int,
-    overlap: int,
-) -> Lease | None:
-    """A free slot of the solution, or one whose lease expired; None if none is left."""
+    """A slot of the head of the queue: the next one, claimed by the query that found the
+    head (Postgres) or by an insert now; else a free or expired one; None if none is left."""
     until = now + rules.lease
-    claimed = run(
-        connection,
-        _INSERT_NEW_SLOT[connection.dialect.name],
-        {
-            "claimed": solution_id,
+    if connection.dialect.name == "postgresql":
+        claimed_id, slot = head.claimed_id, head.claimed_slot
+    else:
+        params = {
+            "claimed": head.id,
             "labeler_id": labeler.id,
             "now": now,
             "until": until,
-            "slots": overlap,
-        },
-    ).first()
-    if claimed is not None:
-        return Lease(claimed.id, solution_id, labeler.id, claimed.slot, now, until)
-    return _claim_after_race(connection, labeler, rules, now, solution_id, overlap)
+            "slots": head.overlap,
+        }
+        claimed = run(connection, _CLAIM_COUNTED_SLOT, params).first()
+        claimed_id, slot = (claimed.id, claimed.slot) if claimed else (None, None)
+    if claimed_id is not None:
+        return Lease(claimed_id, head.id, labeler.id, slot, now, until)
+    return _claim_after_race(connection, labeler, rules, now, head.id, head.overlap)
 
 
 def _claim_after_race(
