@@ -47,8 +47,8 @@ def objects_of_startup_frozen() -> Iterator[None]:
     """Keep the garbage collector's full passes off the objects every worker loads once.
 
     A full pass visits every tracked object; a worker's modules, routes and templates are
-    about 150,000 of them, which took 100-180 ms of CPU a pass on the 2-core benchmark
-    machine, several times a minute under load, with every request in flight waiting on it.
+    about 150,000 of them, which took 100-120 ms of CPU a pass on the 2-core benchmark
+    machine, some ten times a minute under load, every request in flight waiting on it.
     Frozen, they are skipped (a pass then takes a few ms); they live as long as the process
     anyway. (No collection first: freezing is instant, and what little garbage the start
     left stays with it.) Unfrozen on the way out, so that tests starting many apps in one

@@ -207,8 +207,8 @@ _LIVE = or_(_A.completed_at.is_not(None), _A.expires_at > bindparam("now"))
 # Open to this labeler: none of the solution's assignments is theirs (as _NOT_MINE) and
 # fewer than its overlap hold a live slot, both from one probe of its few assignments.
 # Under load the head of the queue is a run of solutions leased to others, which every
-# request walks past: one probe each, not two, halves that walk (about 5 buffers a
-# solution, 60 solutions deep with 64 labelers at work).
+# request walks past: one probe each, not two (with 64 labelers at work, the head query
+# read 178 buffers a call instead of 307; BENCHMARKS.md).
 _OPEN_TO_LABELER = (
     select(
         and_(
