@@ -64,6 +64,8 @@ DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 SECRET_KEY = "steplabel-labeling-load-benchmark-secret-key"
 TARGET_SUBMISSIONS_PER_S = 300.0
 TARGET_P99_MS = 150.0
+KEPT_UP = 0.99
+"""Paced (``--rate``), the share of the offered submissions/s the server must have served."""
 SOLUTIONS_PER_SECOND_OF_RUN = 1_500
 """Open solutions made per second of run (and per unit of overlap): more than 2 cores label."""
 INSERT_BATCH = 5_000
@@ -819,10 +821,18 @@ def report(
         ),
         default=float("inf"),
     )
-    met = rate >= TARGET_SUBMISSIONS_PER_S and p99 < TARGET_P99_MS
+    if args.rate:
+        # Paced, the labelers never go faster than the offered rate: what counts is that the
+        # server kept up with it (a run ends a fraction of a task short of it).
+        fast_enough = args.rate >= TARGET_SUBMISSIONS_PER_S and rate >= KEPT_UP * args.rate
+        reading = f"offered {args.rate:g}/s, kept up at {rate:.1f}/s"
+    else:
+        fast_enough = rate >= TARGET_SUBMISSIONS_PER_S
+        reading = "closed loop"
+    met = fast_enough and p99 < TARGET_P99_MS
     print(
         f"target: >= {TARGET_SUBMISSIONS_PER_S:.0f} submissions/s with p99 < {TARGET_P99_MS:.0f} ms"
-        f" (worst p99 {p99:.1f} ms): {'met' if met else 'MISSED'}"
+        f" ({reading}; worst p99 {p99:.1f} ms): {'met' if met else 'MISSED'}"
     )
     if checks is None:
         print("checks: skipped (give --database-url to check a running server)")
