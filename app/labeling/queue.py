@@ -34,7 +34,6 @@ from sqlalchemy import (
     DateTime,
     Insert,
     Integer,
-    ScalarSelect,
     Select,
     and_,
     bindparam,
@@ -191,15 +190,6 @@ _QUALITY_CONTROL_OF_ROUND = (
     .order_by(_Q.solution_id)
     .limit(1)
 )
-
-
-def _slot_count(*conditions: ColumnElement[bool]) -> ScalarSelect[int]:
-    return (
-        select(func.count())
-        .where(_A.solution_id == _S.id, _A.slot.is_not(None), *conditions)
-        .correlate(SOLUTIONS)
-        .scalar_subquery()
-    )
 
 
 _OVERLAP = func.coalesce(_S.overlap, bindparam("overlap"))

@@ -288,9 +288,9 @@ class _Writes:
     overlap: int
     now: datetime
 
-    def completions(self, label_id: int | None = None) -> list[dict[str, Any]]:
+    def completions(self) -> list[dict[str, Any]]:
         return [
-            {"label_id": label_id, "step_index": step["step_index"], **completion}
+            {"step_index": step["step_index"], **completion}
             for step, completions in self.steps
             for completion in completions
         ]
@@ -320,7 +320,8 @@ def _write_in_turn(connection: Connection, writes: _Writes) -> tuple[int | None,
         return label_id, False
     step_rows = [{"label_id": label_id, **step} for step, _ in writes.steps]
     insert_values(connection, LABEL_STEPS, step_rows)
-    insert_values(connection, STEP_COMPLETIONS, writes.completions(label_id))
+    completion_rows = [{"label_id": label_id, **row} for row in writes.completions()]
+    insert_values(connection, STEP_COMPLETIONS, completion_rows)
     if writes.counted_solution is not None:
         run(
             connection,
@@ -338,11 +339,13 @@ _LABEL_COLUMNS = (
 """The columns ``_label_row`` fills."""
 
 
+_POSTGRES = postgresql.dialect()  # type: ignore[no-untyped-call]
+
+
 def _typed_parameter(name: str) -> str:
     # Typed: in a SELECT list Postgres reads a parameter of no type (psycopg sends None so)
     # as text, which an integer column refuses.
-    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
-    column_type = LABELS.c[name].type.compile(dialect=dialect)
+    column_type = LABELS.c[name].type.compile(dialect=_POSTGRES)
     return f"CAST(%({name})s AS {column_type})"
 
 
