@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PIP_INSTALL := $(BIN)/pip install --quiet --disable-pip-version-check
 
-.PHONY: run worker serve install install-dev static migrate seed export test lint format bench clean
+.PHONY: run model worker serve install install-dev static migrate seed export test lint format bench clean
 
 # `make run` runs the worker too, so it installs the worker extra (CPU torch from the pin).
 $(BIN)/steplabel: pyproject.toml
@@ -39,6 +39,10 @@ seed: migrate
 
 run: seed static
 	HOST=$(HOST) PORT=$(PORT) bash scripts/run.sh
+
+# The worker's default base model, SmolLM2-135M (worker/pretrained.py); `make run` does it too.
+model: install
+	$(BIN)/python -m worker prepare
 
 worker: migrate
 	$(BIN)/python -m worker

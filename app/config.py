@@ -3,6 +3,7 @@
 import secrets
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -45,10 +46,17 @@ class Settings(BaseSettings):
     """Share of a gold label's step ratings a labeler must match to pass screening and QC."""
 
     # The PRM worker (python -m worker).
-    prm_base_model: str = "tiny"
-    """A local Hugging Face checkpoint directory, or ``tiny`` (built in code, for demos)."""
+    prm_base_model: str = "smollm2-135m"
+    """A prepared model's name (``python -m worker prepare --list``), a local Hugging Face
+    checkpoint directory, or ``tiny`` (a small decoder built in code, for tests)."""
+
+    model_dir: Path = Path("models")
+    """Where prepared base models are kept."""
 
     checkpoint_dir: Path = Path("checkpoints")
+
+    checkpoint_keep_last: int = Field(default=3, ge=1)
+    """Checkpoints kept besides the current and the pinned ones; older ones are deleted."""
 
     worker_poll_seconds: float = Field(default=30.0, gt=0)
 
@@ -58,8 +66,50 @@ class Settings(BaseSettings):
     train_min_new_labels: int = Field(default=50, ge=0)
     """Start a run once this many labels arrived since the last; 0 turns this off."""
 
+    train_min_labels: int = Field(default=50, ge=1)
+    """A run trains only on at least this many labels (the solutions' judged labels)."""
+
     train_include_quality_control: bool = False
     train_include_screening: bool = False
+
+    # Training arguments (worker/model.py TrainingArgs); unset: the default for the base
+    # model and the mode. Every run stores the arguments it used.
+    train_mode: Literal["auto", "full", "head", "lora"] = "auto"
+    """``auto``: full fine-tuning on a GPU, a frozen backbone and a trained head on the CPU."""
+    train_learning_rate: float | None = Field(default=None, gt=0)
+    train_epochs: int | None = Field(default=None, ge=1)
+    train_batch_size: int | None = Field(default=None, ge=1)
+    train_max_length: int | None = Field(default=None, ge=2)
+    train_warmup_ratio: float | None = Field(default=None, ge=0, lt=1)
+    train_weight_decay: float | None = Field(default=None, ge=0)
+    train_gradient_checkpointing: bool | None = None
+    train_precision: Literal["auto", "fp32", "bf16"] = "auto"
+    """``auto``: bf16 on a GPU that supports it and on a CPU with AMX, else fp32."""
+    train_backbone_depth: float | None = Field(default=None, gt=0, le=1)
+    train_held_out_fraction: float = Field(default=0.2, ge=0, lt=1)
+    """Share of labeled problems never trained on, for the step AUROC and the gate."""
+    train_seed: int = 0
+
+    gate_metric: Literal["step_auroc", "processbench_f1", "best_of_n"] = "step_auroc"
+    """What decides whether a new PRM replaces the current one (the others follow in turn
+    where this one cannot be computed for both)."""
+
+    eval_dir: Path | None = None
+    """A directory with the evaluation files (processbench_*.jsonl, the best-of-N
+    samples); unset: those figures are not computed."""
+
+    eval_processbench_per_subset: int = Field(default=60, ge=0)
+    """ProcessBench solutions per subset in each of the calibration and test samples;
+    0: all of them (3,400 solutions: on 2 CPU cores about 15 minutes once per base model)."""
+
+    eval_best_of_n_problems: int = Field(default=40, ge=0)
+    """Problems of the best-of-N sample set evaluated (8 samples each); 0: all 100."""
+
+    select_strategy: Literal["convincing_wrong", "uniform", "random_wrong", "uncertain"] = (
+        "convincing_wrong"
+    )
+    """How a generation is chosen: the paper's convincing wrong answers (default), a uniform
+    pick, wrong answers at random, or the solutions whose first error the PRM is least sure of."""
 
     select_per_problem: int = Field(default=4, ge=1)
     """Solutions queued per problem by each active-learning selection."""
@@ -69,6 +119,12 @@ class Settings(BaseSettings):
 
     select_global_top_k: int | None = Field(default=None, ge=1)
     """Select the top K over the whole pool instead of K per problem."""
+
+    generation_min_done: float = Field(default=0.8, ge=0.0, le=1.0)
+    """A new generation is queued only once the open one is this share labeled."""
+
+    generation_max_size: int = Field(default=400, ge=1)
+    """At most this many solutions per generation."""
 
     @field_validator("database_url")
     @classmethod

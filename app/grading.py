@@ -1,8 +1,9 @@
 """MATH final-answer equivalence: math-verify underneath, MATH's answer conventions on top.
 
 ``is_equivalent`` first normalizes both answers (``normalize_answer``) and settles what needs
-no parsing: equal strings, a missing answer, word answers. The rest goes to math-verify
-(``parse``, then ``verify`` with the ground truth first) in a small shared process pool.
+no parsing: equal strings, a missing answer, word answers, times of day, different units,
+an equation against a value. The rest goes to math-verify (``parse``, then ``verify`` with
+the ground truth first) in a small shared process pool.
 
 Why a process pool: math-verify's own time limit is ``signal.alarm``, which only works on
 the main thread, and the web app grades from worker threads. A thread cannot stop a runaway
@@ -34,6 +35,8 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import NamedTuple
 
 from sqlalchemy import Row, Select, select, update
 from sqlalchemy.orm import Session
@@ -43,6 +46,13 @@ from app.models import Problem, Solution
 
 Verdict = bool | None
 """True or False: equivalent or not; None: undecidable (unparseable ground truth, timeout)."""
+
+GRADER_VERSION = "2026-11-25.1"
+"""Stored with every verdict, so that verdicts of an older grader can be found and regraded.
+
+Change it whenever a verdict can change: a normalization, a rule, math-verify's version or
+its options. The date of the change, then a count for changes on the same day.
+"""
 
 BATCH_SIZE = 500
 """Solutions read, graded in parallel and written per round trip of ``grade_solutions``."""
@@ -60,21 +70,63 @@ _DOLLARS = re.compile(r"\\?\$")
 # Not the "\\" of a matrix row followed by a space.
 _SPACING = re.compile(r"\\(?:left|right)(?![A-Za-z])|(?<!\\)\\[!,;: ]|\\q?quad\b|\\displaystyle|~")
 _FRAC_VARIANTS = re.compile(r"\\[dt]frac(?![A-Za-z])")
+# "0.\overline{36}", "1.2\overline{3}": math-verify reads them as 0 and 1.2.
+_REPEATING_DECIMAL = re.compile(r"(\d*)\.(\d*)\\overline\s*(?:\{(\d+)\}|(\d))")
+# "10:00 a.m.", "9:30\text{ p.m.}": math-verify reads "10:00" as 10, and the unit rule
+# below would drop "\text{ p.m.}".
+_MERIDIEM = r"([AaPp])\.?\s*[Mm]\.?"
+_TIME_OF_DAY = re.compile(
+    rf"(\d{{1,2}}):(\d{{2}})\s*(?:{_MERIDIEM}|\\(?:text|mbox|mathrm)\s*\{{\s*{_MERIDIEM}\s*\}})?\.?"
+)
+_NORMALIZED_TIME = re.compile(r"\d{1,2}:\d{2}")
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\degree\b|°")
 _PERCENT = re.compile(r"\\?%")
 # "10{,}080" and "10,\!080" are how MATH writes thousands separators.
 _SEPARATOR_COMMA = re.compile(r"\{,\}|,\\!\s*")
 # After a number or a closing brace: "5\text{ cm}", "864 \mbox{ inches}^2", "29 cents".
 _TRAILING_UNIT = re.compile(
-    r"(?<=[\d}])\s*(?:\\(?:text|mbox|mathrm)\s*\{\s*[A-Za-z][A-Za-z .]*\}"
-    r"|\s[A-Za-z]{2,}(?: [A-Za-z]+)*)\s*(?:\^\s*\{?\d\}?)?$"
+    r"(?<=[\d}])\s*(?:\\(?:text|mbox|mathrm)\s*\{\s*(?P<text_unit>[A-Za-z][A-Za-z .]*)\}"
+    r"|\s(?P<word_unit>[A-Za-z]{2,}(?: [A-Za-z]+)*))\s*(?:\^\s*\{?(?P<power>\d)\}?)?$"
 )
+_UNIT_POWERS = {"square": "2", "sq": "2", "cubic": "3", "cu": "3"}
+# Abbreviations and irregular plurals, after the regular plural "s" is gone.
+_UNIT_NAMES = {
+    "mm": "millimeter",
+    "cm": "centimeter",
+    "m": "meter",
+    "km": "kilometer",
+    "in": "inch",
+    "ft": "foot",
+    "feet": "foot",
+    "yd": "yard",
+    "mi": "mile",
+    "mph": "mile per hour",
+    "g": "gram",
+    "kg": "kilogram",
+    "lb": "pound",
+    "oz": "ounce",
+    "sec": "second",
+    "min": "minute",
+    "hr": "hour",
+}
 # Spaces matter only between two letters ("\pi r", "no solution").
 _SPACES = re.compile(r"(?<![A-Za-z])\s+|\s+(?![A-Za-z])")
 _TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathbf)\{([^{}]*)\}")
 _CHOICE = re.compile(r"\(([A-E])\)")
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _WORDS = re.compile(r"[A-Za-z]{2,}(?: [A-Za-z]+)*|[A-Za-z]+(?: [A-Za-z]+)+")
+# One equation, "x+y=3": not a chain ("x=y=3"), a system or a list (commas), nor "<=".
+_EQUATION = re.compile(r"([^=<>!,]+)=([^=,]+)")
+# "x", "x_1", "\theta", "y'": what MATH answers name with "x = 3".
+_VARIABLE = re.compile(r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?[A-Za-z0-9]+\}?)?'*")
+
+
+class _Normalized(NamedTuple):
+    """An answer in canonical spelling, and the unit it ended in."""
+
+    text: str
+    unit: str | None
+    """The trailing unit ``text`` lost, spelled canonically (``inch^2``); None if none."""
 
 
 def normalize_answer(answer: str) -> str:
@@ -85,30 +137,94 @@ def normalize_answer(answer: str) -> str:
     - a whole-answer ``\\boxed{}`` is unwrapped;
     - dollar signs go, as math delimiters and as currency (``\\$5`` is ``5``);
     - ``\\left``, ``\\right``, spacing commands and ``\\displaystyle`` go;
+    - a time of day is read on a 24-hour clock: ``10:00 p.m.`` is ``22:00``;
+    - a repeating decimal becomes a fraction: ``1.2\\overline{3}`` is ``\\frac{37}{30}``;
     - ``\\dfrac`` and ``\\tfrac`` become ``\\frac``;
     - degree marks go (``90^\\circ`` is ``90``), and percent signs (``10\\%`` is ``10``);
-    - a trailing unit goes: ``5\\text{ cm}``, ``864 \\mbox{ inches}^2``, ``29 cents``;
-    - a trailing period goes;
+    - a trailing period goes, and a trailing unit: ``5\\text{ cm}``, ``864 \\mbox{ inches}^2``,
+      ``29 cents`` (the grader still compares units that both answers have);
     - thousands separators go: ``1,000``, ``10,\\!080`` and ``10{,}080`` are numbers;
     - spaces go, except between two letters (``\\pi r``); a comma gets one space after it;
     - a whole-answer ``\\text{}`` is unwrapped, a choice ``(C)`` becomes ``C``, and a
       word answer (``\\text{Evelyn}``) is lowercased.
     """
+    return _normalize(answer).text
+
+
+def _normalize(answer: str) -> _Normalized:
+    """``normalize_answer``, keeping the unit it drops."""
     text = answer.strip()
     if text.startswith(("\\boxed", "\\fbox")):
         text = last_boxed(text) or text
     text = _DOLLARS.sub("", text)
     text = _SEPARATOR_COMMA.sub(",", text)
-    text = _SPACING.sub(" ", text)
+    text = _SPACING.sub(" ", text).strip()
+    if time := _TIME_OF_DAY.fullmatch(text):
+        return _Normalized(_time_of_day(time), None)
+    text = _REPEATING_DECIMAL.sub(_repeating_decimal_as_fraction, text)
     text = _FRAC_VARIANTS.sub(r"\\frac", text)
     text = _DEGREES.sub("", text)
     text = _PERCENT.sub("", text)
-    text = _TRAILING_UNIT.sub("", text.strip()).removesuffix(".")
+    text, unit = _without_unit(text.strip().removesuffix("."))
+    text = text.removesuffix(".")
     if _THOUSANDS.fullmatch(text):
         text = text.replace(",", "")
     # Commas left over separate items; one space after each keeps math-verify from reading
     # "100,200" as a number.
-    return _canonical_atom(_SPACES.sub("", text).replace(",", ", "))
+    return _Normalized(_canonical_atom(_SPACES.sub("", text).replace(",", ", ")), unit)
+
+
+def _time_of_day(match: re.Match[str]) -> str:
+    """``10:00 p.m.`` as ``22:00``; a time without a.m. or p.m. stays as written."""
+    hour, minute, meridiem = int(match[1]), match[2], match[3] or match[4]
+    if meridiem:
+        hour = hour % 12 + (12 if meridiem.lower() == "p" else 0)
+    return f"{hour}:{minute}"
+
+
+def _repeating_decimal_as_fraction(match: re.Match[str]) -> str:
+    """``1.2\\overline{3}`` as ``\\frac{37}{30}``, in lowest terms.
+
+    With ``a`` digits before the repeating ``r`` ones, ``0.A\\overline{R}`` is
+    ``(AR - A) / (10^a (10^r - 1))``: 0.2333... is (23 - 2) / 90.
+    """
+    whole, fixed, repeating = match[1], match[2], match[3] or match[4]
+    fraction = Fraction(
+        int(fixed + repeating) - int(fixed or "0"),
+        10 ** len(fixed) * (10 ** len(repeating) - 1),
+    )
+    value = int(whole or "0") + fraction
+    if value.denominator == 1:
+        return str(value.numerator)
+    return rf"\frac{{{value.numerator}}}{{{value.denominator}}}"
+
+
+def _without_unit(text: str) -> tuple[str, str | None]:
+    """``text`` without its trailing unit, and the unit spelled canonically."""
+    match = _TRAILING_UNIT.search(text)
+    if match is None:
+        return text, None
+    unit = _unit_name(match["text_unit"] or match["word_unit"], match["power"])
+    return text[: match.start()], unit
+
+
+def _unit_name(unit: str, power: str | None) -> str:
+    """One spelling per unit: ``square inches``, ``sq. in.`` and ``inch^2`` are ``inch^2``."""
+    words = [_singular(word) for word in unit.lower().replace(".", " ").split()]
+    if len(words) > 1 and words[0] in _UNIT_POWERS:
+        power = power or _UNIT_POWERS[words[0]]
+        words = words[1:]
+    name = " ".join(_UNIT_NAMES.get(word, word) for word in words)
+    return f"{name}^{power}" if power and power != "1" else name
+
+
+def _singular(word: str) -> str:
+    """``inches`` is ``inch``, ``days`` is ``day``; short words (``ms``, ``is``) stay."""
+    if len(word) > 4 and word.endswith(("ches", "shes", "sses", "xes")):
+        return word[:-2]
+    if len(word) > 2 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
 
 
 def _canonical_atom(text: str) -> str:
@@ -122,17 +238,35 @@ def _canonical_atom(text: str) -> str:
     return text
 
 
-def _verdict_by_rules(answer: str, gold: str) -> Verdict:
+def _verdict_by_rules(answer: _Normalized, gold: _Normalized) -> Verdict:
     """The verdict on two normalized answers where no parsing is needed, else None."""
-    if answer == gold:
+    if answer.unit and gold.unit and answer.unit != gold.unit:
+        return False  # "6 weeks" is not "6 days"; a unit on one side only is left out
+    if answer.text == gold.text:
         return True
-    if not answer:
+    if not answer.text:
         return False  # no answer is a wrong answer
-    if _WORDS.fullmatch(gold):
+    if _WORDS.fullmatch(gold.text):
         # math-verify reads words as products of one-letter symbols, so "no" would equal
         # "on"; words are compared as words.
         return False
+    if _NORMALIZED_TIME.fullmatch(answer.text) or _NORMALIZED_TIME.fullmatch(gold.text):
+        return False  # times of day are compared as written: math-verify reads 10:00 as 10
+    if _equation_against_value(answer.text, gold.text):
+        return False
     return None
+
+
+def _equation_against_value(answer: str, gold: str) -> bool:
+    """Whether one side is an equation not for a single variable, and the other no equation.
+
+    ``x = 3`` against ``3`` is left to math-verify, which counts them equal: MATH answers
+    name the variable they solve for, and MATH graders drop it. ``x + y = 3`` is a relation
+    between x and y, not the number 3, but math-verify takes the right side of any equation
+    that meets a value (and reads a left side of letters alone, ``x + y``, as a name).
+    """
+    equations = [match for match in map(_EQUATION.fullmatch, (answer, gold)) if match]
+    return len(equations) == 1 and not _VARIABLE.fullmatch(equations[0][1])
 
 
 # The pool
@@ -224,12 +358,11 @@ def equivalences(
     pairs: Sequence[tuple[str, str]], *, timeout_seconds: float = 5.0
 ) -> list[Verdict]:
     """``is_equivalent`` for many ``(answer, ground_truth)`` pairs, in parallel."""
-    normalized = [(normalize_answer(a), normalize_answer(g)) for a, g in pairs]
+    normalized = [(_normalize(a), _normalize(g)) for a, g in pairs]
     verdicts = [_verdict_by_rules(a, g) for a, g in normalized]
     hard = [i for i, verdict in enumerate(verdicts) if verdict is None]
-    for i, verdict in zip(
-        hard, _verify_in_pool([normalized[i] for i in hard], timeout_seconds), strict=True
-    ):
+    texts = [(normalized[i][0].text, normalized[i][1].text) for i in hard]
+    for i, verdict in zip(hard, _verify_in_pool(texts, timeout_seconds), strict=True):
         verdicts[i] = verdict
     return verdicts
 
@@ -286,6 +419,46 @@ def _result(future: Future[Verdict], timeout_seconds: float) -> Verdict:
     return future.result(timeout=timeout_seconds)
 
 
+def answer_groups(
+    answers: Sequence[str | None], *, timeout_seconds: float = 5.0
+) -> list[int | None]:
+    """Number the answers so that answers the grader counts as equal share a number.
+
+    For majority votes over sampled solutions: ``["1/2", "0.5", "2", None]`` gives
+    ``[0, 0, 1, None]`` (no answer, no group). An answer joins the first group whose
+    first member it is equivalent to, in either direction (the grader is not always
+    symmetric); numbers count up in order of first appearance.
+    """
+    representatives: list[str] = []
+    # Keyed by the unit too: "6 weeks" and "6 days" are spelled "6" alike.
+    by_spelling: dict[_Normalized, int] = {}
+    groups: list[int | None] = []
+    for answer in answers:
+        if answer is None or not answer.strip():
+            groups.append(None)
+            continue
+        spelling = _normalize(answer)
+        if spelling not in by_spelling:
+            by_spelling[spelling] = _matching_group(answer, representatives, timeout_seconds)
+            if by_spelling[spelling] == len(representatives):
+                representatives.append(answer)
+        groups.append(by_spelling[spelling])
+    return groups
+
+
+def _matching_group(answer: str, representatives: list[str], timeout_seconds: float) -> int:
+    """The index of the first representative equal to ``answer``; a new index if none is."""
+    if not representatives:
+        return 0
+    pairs = [(answer, r) for r in representatives] + [(r, answer) for r in representatives]
+    verdicts = equivalences(pairs, timeout_seconds=timeout_seconds)
+    count = len(representatives)
+    for index in range(count):
+        if verdicts[index] or verdicts[count + index]:
+            return index
+    return count
+
+
 # Solutions
 
 
@@ -312,7 +485,8 @@ _GradeRow = Row[int, str | None, list[str] | None, str | None]
 
 
 def grade_solutions(session: Session, solution_ids: list[int] | None = None) -> GradeSummary:
-    """Grade final answers against the ground truth and store them in ``answer_correct``.
+    """Grade final answers against the ground truth and store them in ``answer_correct``,
+    with ``GRADER_VERSION`` in ``grader_version``.
 
     Grades the ungraded solutions, or those in ``solution_ids`` (graded or not); solutions
     of problems without a ground truth are left alone. A solution's answer is its
@@ -361,11 +535,14 @@ def _answer_of(row: _GradeRow) -> str:
 def _store(session: Session, ids: list[int], verdicts: list[Verdict]) -> None:
     """One UPDATE per verdict value, keeping loaded Solution objects in step.
 
-    None is written too: a regraded answer that is now undecided loses its old verdict.
+    None is written too: a regraded answer that is now undecided loses its old verdict, and
+    its grader version says which grader could not decide.
     """
     for value in (True, False, None):
         matching = [i for i, verdict in zip(ids, verdicts, strict=True) if verdict is value]
         if matching:
             session.execute(
-                update(Solution).where(Solution.id.in_(matching)).values(answer_correct=value)
+                update(Solution)
+                .where(Solution.id.in_(matching))
+                .values(answer_correct=value, grader_version=GRADER_VERSION)
             )

@@ -27,6 +27,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -154,6 +155,8 @@ class Solution(Base):
     style: Mapped[str] = mapped_column(String(8), default=TaskStyle.PHASE2.value)
     answer_correct: Mapped[bool | None] = mapped_column(Boolean)
     """The final answer graded against the problem's ground truth; null when ungraded."""
+    grader_version: Mapped[str | None] = mapped_column(String(32))
+    """The ``GRADER_VERSION`` that wrote ``answer_correct`` (undecided verdicts too)."""
     prm_score: Mapped[float | None] = mapped_column(Double)
     """The current PRM's score: the product over steps of P(positive) + P(neutral)."""
     prm_min_step: Mapped[float | None] = mapped_column(Double)
@@ -203,8 +206,13 @@ class TrainingRun(Base):
     timings: Mapped[dict[str, float] | None] = mapped_column(NullableJSON)
     """Seconds per cycle step."""
     checkpoint_path: Mapped[str | None] = mapped_column(Text)
+    """Null when the run saved none, or when its checkpoint was pruned."""
+    checkpoint_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    """The checkpoint's size on disk, as the worker measured it when saving."""
     is_current: Mapped[bool] = mapped_column(Boolean, default=False)
     """This run's checkpoint is the one that scores and selects."""
+    pinned: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    """Keep this run's checkpoint whatever the retention setting says."""
 
 
 class Generation(Base):

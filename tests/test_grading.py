@@ -1,9 +1,12 @@
 """MATH answer equivalence: the conventions, the time limit off the main thread, grading rows."""
 
 import json
+import random
+import re
 import threading
 import time
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,9 @@ from sqlalchemy.orm import Session
 
 from app import grading
 from app.grading import (
+    GRADER_VERSION,
     GradeSummary,
+    answer_groups,
     equivalences,
     final_answer_of,
     grade_solutions,
@@ -149,6 +154,56 @@ PAIRS = [
 ]
 
 
+def _both_ways(pairs: list[tuple[str, str, bool]]) -> list[tuple[str, str, bool]]:
+    return [*pairs, *((b, a, verdict) for a, b, verdict in pairs)]
+
+
+# Each pair holds whichever side is the ground truth.
+PAIRS += _both_ways(
+    [
+        # Times of day: a.m. and p.m. differ, and a time is no number
+        ("10:00 a.m.", "10:00 p.m.", False),
+        (r"10:00 \text{ a.m.}", r"10:00 \text{ p.m.}", False),
+        (r"10:00\text{ p.m.}", "10:00 p.m.", True),
+        ("10:00 PM", "22:00", True),
+        ("12:15 a.m.", "0:15", True),
+        ("9:30 a.m.", "9:45 a.m.", False),
+        ("10:00", "10", False),
+        # Units: left out when one side has none, compared when both have one
+        ("6 weeks", "6 days", False),
+        (r"6\text{ weeks}", r"6 \text{ days}", False),
+        ("5 dollars", "5 cents", False),
+        (r"15\mbox{ cm}^2", r"15\text{ cm}", False),
+        ("6 weeks", "6", True),
+        (r"6 \text{ weeks}", "6 weeks", True),
+        ("1 day", "1 days", True),
+        (r"12\text{ inches}", "12 in", True),
+        (r"864 \mbox{ inches}^2", "864 square inches", True),
+        (r"5\text{ cm}", "5 centimeters", True),
+        ("7 feet", "7 ft", True),
+        # Repeating decimals
+        (r"0.\overline{3}", r"\frac{1}{3}", True),
+        (r"0.\overline{36}", r"\frac{4}{11}", True),
+        (r"1.2\overline{3}", r"\frac{37}{30}", True),
+        (r"0.\overline{9}", "1", True),
+        (r"-0.\overline{6}", r"-\frac{2}{3}", True),
+        (r".\overline{142857}", r"\frac17", True),
+        (r"0.\overline{3}", "0.3", False),
+        (r"0.\overline{36}", r"\frac{36}{100}", False),
+        (r"1.2\overline{3}", r"1.\overline{23}", False),
+        # An equation is not its right side, unless its left side is a single variable
+        ("x+y=3", "3", False),
+        ("5x - 7y + 11z + 4 = 0", "0", False),
+        ("2x=6", "6", False),
+        ("x=3", "3", True),
+        (r"\theta = \frac{\pi}{2}", r"\frac{\pi}{2}", True),
+        ("a_1 = 7", "7", True),
+        ("x+y=3", "y+x=3", True),
+        ("x+y=3", "x+y=4", False),
+    ]
+)
+
+
 @pytest.mark.parametrize(("answer", "ground_truth", "expected"), PAIRS)
 def test_is_equivalent(answer: str, ground_truth: str, expected: bool) -> None:
     assert is_equivalent(answer, ground_truth) is expected
@@ -172,6 +227,11 @@ def test_a_ground_truth_that_is_no_expression_is_undecided() -> None:
         (r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", r"\begin{pmatrix}1\\2\end{pmatrix}"),
         ("100,200", "100200"),
         ("100, 200", "100, 200"),
+        (r"0.\overline{36}", r"\frac{4}{11}"),
+        (r"\left(1.2\overline{3}, 0.\overline{9}\right)", r"(\frac{37}{30}, 1)"),
+        (r"10:00 \text{ p.m.}", "22:00"),
+        ("9:05 a.m.", "9:05"),
+        (r"6 \text{ weeks}", "6"),
     ],
 )
 def test_normalize_answer(answer: str, normalized: str) -> None:
@@ -265,6 +325,135 @@ def test_every_math500_answer_equals_itself_in_math_verify(
     assert [a for a, verdict in zip(answers, verdicts, strict=True) if verdict is not True] == []
 
 
+def _wrong_verdicts(pairs: list[tuple[str, str]], *, expected: bool) -> list[tuple[str, str]]:
+    verdicts = equivalences(pairs)
+    return [pair for pair, verdict in zip(pairs, verdicts, strict=True) if verdict is not expected]
+
+
+def _rewrites(answer: str) -> list[str]:
+    """Spellings of ``answer`` that MATH graders count as the same: those that apply to it."""
+    rewrites = [rf"\boxed{{{answer}}}", f"${answer}$", f"{answer}."]
+    if r"\frac" in answer:
+        rewrites.append(answer.replace(r"\frac", r"\dfrac"))
+    if r"\dfrac" in answer:
+        rewrites.append(answer.replace(r"\dfrac", r"\frac"))
+    if r"\left" in answer:
+        rewrites.append(re.sub(r"\\(?:left|right)(?![A-Za-z])", "", answer))
+    elif re.search(r"[()\[\]]|\\\{", answer) and r"\text" not in answer:
+        opened = re.sub(r"\\\{|[(\[]", lambda m: r"\left" + m[0], answer)
+        rewrites.append(re.sub(r"\\\}|[)\]]", lambda m: r"\right" + m[0], opened))
+    if spaced := _spaced(answer):
+        rewrites.append(spaced)
+    return rewrites
+
+
+def _spaced(answer: str) -> str | None:
+    """``answer`` with spaces around its operators and after its commas; None if it has none.
+
+    Not inside a number: "10,\\!080" and "58,500" are numbers, "58, 500" is a list.
+    """
+    if r"\text" in answer:
+        return re.sub(r"\\text\{(.*)\}", r"\\text{ \1 }", answer)
+    if re.fullmatch(r"[\d,.]+", answer):
+        return None
+    spaced = re.sub(r"\s*(=|\+|(?<=[\w})])-|\\pm|\\cup)\s*", r" \1 ", answer)
+    spaced = re.sub(r",(?!\\!)\s*", ", ", spaced)
+    return spaced if spaced != answer else None
+
+
+def test_every_math500_answer_equals_its_rewrites(shared_data: Path) -> None:
+    answers = list(dict.fromkeys(_math500_answers(shared_data)))
+    pairs = [(r, a) for a in answers for r in _rewrites(a)]
+    pairs += [(a, r) for r, a in pairs]
+    assert _wrong_verdicts(pairs, expected=True) == []
+
+
+_FRACTION = re.compile(r"(-?)(\d*)\\frac(?:\{(\d+)\}|(\d))(?:\{(\d+)\}|(\d))")
+
+
+def _rational(normalized: str) -> Fraction | None:
+    """The value of an integer, a decimal, a fraction or a mixed number; None for the rest."""
+    if re.fullmatch(r"-?(?:\d+(?:\.\d*)?|\.\d+)", normalized):
+        return Fraction(normalized)
+    if fraction := _FRACTION.fullmatch(normalized):
+        sign, whole, *parts = fraction.groups()
+        numerator, denominator = (int(a or b) for a, b in (parts[:2], parts[2:]))
+        value = int(whole or "0") + Fraction(numerator, denominator)
+        return -value if sign else value
+    return None
+
+
+def _canonical(answer: str) -> str:
+    """``normalize_answer`` without what MATH answers may leave out: ``x=``, a base."""
+    text = normalize_answer(answer)
+    text = re.sub(r"^[A-Za-z]=", "", text)
+    return re.sub(r"_\{?\d+\}?$", "", text)  # math-verify reads a base as a label: 52_8 is 52
+
+
+def _items(normalized: str) -> set[str]:
+    return set(normalized.removeprefix("(").removesuffix(")").split(", "))
+
+
+def _equal_by_convention(a: str, b: str) -> bool:
+    """Whether the grader counts two answers of different problems equal, and rightly.
+
+    Equal spellings and values (two problems answering 2, or ``\\frac14`` and
+    ``\\frac{1}{4}``), an answer without its variable or base, and lists of the same items:
+    a list is a set of answers, and math-verify compares a tuple ``(-2, 1)`` with the list
+    ``1, -2`` as a set too.
+    """
+    ca, cb = _canonical(a), _canonical(b)
+    value = _rational(ca)
+    if ca == cb or (value is not None and value == _rational(cb)):
+        return True
+    both_tuples = all(text.startswith("(") and text.endswith(")") for text in (ca, cb))
+    return "," in ca and not both_tuples and _items(ca) == _items(cb)
+
+
+OTHERS_PER_ANSWER = 5
+
+
+def _genuinely_different_pairs(answers: list[str], seed: int = 14) -> list[tuple[str, str]]:
+    """Each answer with a fixed sample of the others, those equal by convention left out."""
+    rng = random.Random(seed)
+    pairs = []
+    for a in answers:
+        others = rng.sample([b for b in answers if b != a], OTHERS_PER_ANSWER)
+        pairs += [(a, b) for b in others if not _equal_by_convention(a, b)]
+    return pairs
+
+
+def test_no_math500_answer_equals_a_different_one(shared_data: Path) -> None:
+    answers = list(dict.fromkeys(_math500_answers(shared_data)))
+    pairs = _genuinely_different_pairs(answers)
+    pairs += [(b, a) for a, b in pairs]
+    assert _wrong_verdicts(pairs, expected=False) == []
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "equal"),
+    [
+        ("2", "2", True),
+        ("0", "0.0", True),
+        (r"\frac14", r"\frac{1}{4}", True),
+        (r"1\frac{4}{5}", "1.8", True),
+        ("x=5", "5", True),
+        ("40_9", "40", True),
+        ("(-2,1)", "1,-2", True),
+        ("-2,1", "1,-2", True),
+        ("90^\\circ", "90", True),
+        ("(2,1)", "(1,2)", False),
+        ("1,2", "1,3", False),
+        (r"\frac{1}{4}", r"\frac{1}{3}", False),
+        ("x+y=3", "3", False),
+        (r"\text{even}", r"\text{odd}", False),
+    ],
+)
+def test_equal_by_convention(a: str, b: str, equal: bool) -> None:
+    assert _equal_by_convention(a, b) is equal
+    assert _equal_by_convention(b, a) is equal
+
+
 def test_prm800k_pre_generated_answers(shared_data: Path) -> None:
     questions = [
         json.loads(line)["question"]
@@ -277,6 +466,25 @@ def test_prm800k_pre_generated_answers(shared_data: Path) -> None:
     ]
     assert len(pairs) == 4
     assert equivalences(pairs) == [False] * 4  # every pre-generated answer in the sample is wrong
+
+
+# Majority votes
+
+
+def test_answer_groups() -> None:
+    answers = ["1/2", None, r"\frac{1}{2}", "2", "  ", "0.5", r"\boxed{2}", "x=2", "3", "1/2"]
+    assert answer_groups(answers) == [0, None, 0, 1, None, 0, 1, 1, 2, 0]
+
+
+def test_answer_groups_number_groups_in_order_of_first_appearance() -> None:
+    assert answer_groups(["7", "5", "7", "6", "5"]) == [0, 1, 0, 2, 1]
+    assert answer_groups([]) == []
+    assert answer_groups([None, ""]) == [None, None]
+
+
+def test_answer_groups_keep_different_answers_apart() -> None:
+    answers = ["6 weeks", "6 days", "10:00 a.m.", "10:00 p.m.", "(1,2)", "(2,1)", "x+y=3", "3"]
+    assert answer_groups(answers) == list(range(len(answers)))
 
 
 # Final answers and grading rows
@@ -344,6 +552,29 @@ def test_grade_solutions_regrades_the_given_ids(session: Session) -> None:
     assert _stored(session, graded_before) is False
     assert graded_before.answer_correct is False  # the loaded object follows the UPDATE
     assert _stored(session, ungraded) is None
+
+
+def test_grade_solutions_store_the_grader_version(session: Session) -> None:
+    correct, wrong, undecided = (_solution(session, g, "4") for g in ("4", "5", "?"))
+    regraded, left_alone = _solution(session, "1", "1"), _solution(session, "1", "1")
+    for solution in (regraded, left_alone):
+        solution.answer_correct, solution.grader_version = True, "2020-01-01.1"
+    no_ground_truth = _solution(session, None, "5")
+    session.flush()
+
+    grade_solutions(session, [s.id for s in (correct, wrong, undecided, regraded, no_ground_truth)])
+
+    def stored(solution: Solution) -> tuple[bool | None, str | None]:
+        query = select(Solution.answer_correct, Solution.grader_version)
+        return tuple(session.execute(query.where(Solution.id == solution.id)).one())
+
+    assert stored(correct) == (True, GRADER_VERSION)
+    assert stored(wrong) == (False, GRADER_VERSION)
+    assert stored(undecided) == (None, GRADER_VERSION)  # an undecided verdict is a verdict too
+    assert stored(regraded) == (True, GRADER_VERSION)
+    assert regraded.grader_version == GRADER_VERSION  # the loaded object follows the UPDATE
+    assert stored(left_alone) == (True, "2020-01-01.1")
+    assert stored(no_ground_truth) == (None, None)
 
 
 def test_grade_solutions_with_nothing_to_grade(session: Session) -> None:

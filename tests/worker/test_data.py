@@ -12,7 +12,7 @@ from tests.factories import completion, human_completion, record, step
 from worker.data import examples_from_record, problem_key, training_examples
 
 
-def as_tuples(rec: dict[str, object]) -> list[tuple[list[str], list[int]]]:
+def as_tuples(rec: dict[str, object]) -> list[tuple[list[str], list[int | None]]]:
     return [(e.steps, e.labels) for e in examples_from_record(rec)]  # type: ignore[arg-type]
 
 
@@ -26,7 +26,7 @@ def test_phase2_path_stops_at_the_first_error_and_alternatives_branch() -> None:
         finish_reason="found_error",
     )
     assert as_tuples(rec) == [
-        (["a", "b", "c'"], [1, 0, 1]),
+        (["a", "b", "c'"], [None, None, 1]),
         (["a", "b", "c"], [1, 0, -1]),
     ]
     groups = {e.problem_id for e in examples_from_record(rec)}
@@ -49,10 +49,43 @@ def test_phase1_choices_and_human_steps() -> None:
     )
     assert as_tuples(rec) == [
         (["x"], [0]),
-        (["y", "p"], [1, -1]),
-        (["y", "q"], [1, -1]),
+        (["y", "p"], [None, -1]),
+        (["y", "q"], [None, -1]),
         (["y", "mine", "done"], [1, 1, 1]),
     ]
+
+
+def test_each_rating_is_learned_once_however_many_branches_share_a_prefix() -> None:
+    """A phase-1 label: at every step the labeler rated three candidates and went on with one."""
+    steps = [
+        step(completion(f"{i}a", 1), completion(f"{i}b", 0), completion(f"{i}c", 1), chosen=0)
+        for i in range(5)
+    ]
+    rec = record(factories.phase1_question(), steps)
+
+    examples = list(examples_from_record(rec))
+
+    # The ratings given: 3 per step, 15 in all. Each appears on exactly one labeled step.
+    labeled = [(e.steps[i], label) for e in examples for i, label in e.labeled]
+    assert len(labeled) == 15
+    assert sorted(labeled) == sorted(
+        (f"{i}{letter}", rating)
+        for i in range(5)
+        for letter, rating in (("a", 1), ("b", 0), ("c", 1))
+    )
+    positives = sum(1 for _, label in labeled if label == 1)
+    assert positives == 10, "a shared prefix would count the chosen steps again per branch"
+
+
+def test_a_step_with_null_completions_ends_the_path() -> None:
+    """Real PRM800K lines can have ``completions: null`` (a give-up mid-way)."""
+    rec = record(
+        factories.phase1_question(),
+        [step(completion("x", 1), chosen=0), step(chosen=None)],
+    )
+    rec["label"]["steps"][1]["completions"] = None  # type: ignore[index]
+
+    assert as_tuples(rec) == [(["x"], [1])]
 
 
 def test_training_examples_leave_out_qc_screening_and_unjudged_labels(session: Session) -> None:

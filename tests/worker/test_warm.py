@@ -1,0 +1,44 @@
+"""The worker computes the evaluation sets' features once, before the first run needs them."""
+
+from pathlib import Path
+
+from app.config import Settings
+from worker.cycle import feature_cache, training_args_from
+from worker.train import setup
+from worker.warm import evaluation_items, warm_evaluation_cache
+
+
+def head_settings(tmp_path: Path, shared_data: Path, **changes: object) -> Settings:
+    values: dict[str, object] = {
+        "prm_base_model": "tiny",
+        "train_mode": "head",
+        "checkpoint_dir": tmp_path,
+        "eval_dir": shared_data,
+        "eval_processbench_per_subset": 2,
+        "eval_best_of_n_problems": 1,
+    }
+    return Settings(**(values | changes))  # type: ignore[arg-type]
+
+
+def test_warming_fills_the_cache_once(tmp_path: Path, shared_data: Path) -> None:
+    settings = head_settings(tmp_path, shared_data)
+    items = evaluation_items(settings)
+    assert len(items) == 4 * 2 * 2 + 8  # calibration and test per subset, 8 samples
+
+    # Long solutions are read in several windows (the tiny model's 512 bytes): one entry each.
+    computed = warm_evaluation_cache(settings, lambda: False)
+    assert computed >= len(items)
+    assert warm_evaluation_cache(settings, lambda: False) == 0, "the second time, all cached"
+
+    args = training_args_from(settings)
+    model, _tokenizer, _ = setup(args)
+    cache = feature_cache(settings, model, args)
+    assert cache is not None and 0 < len(cache) <= computed  # identical windows share one
+
+
+def test_warming_stops_when_asked_and_skips_other_modes(tmp_path: Path, shared_data: Path) -> None:
+    full = head_settings(tmp_path, shared_data, train_mode="full")
+    assert warm_evaluation_cache(full, lambda: False) == 0
+    assert warm_evaluation_cache(head_settings(tmp_path, shared_data, eval_dir=None), bool) == 0
+    assert not list(tmp_path.glob("feature-cache/*"))
+    assert warm_evaluation_cache(head_settings(tmp_path, shared_data), lambda: True) == 0

@@ -1,0 +1,215 @@
+"""Run a PRM over the evaluation sets and compute its figures (worker/evaluate.py's math).
+
+The sets (``EvalSets``): labeled problems that training never saw (step AUROC), ProcessBench
+(first-error F1, the threshold chosen on its calibration part) and independent samples
+(best-of-N). Every solution of every set is scored in one pass, so batches stay full; in
+``head`` mode a feature cache makes a set the backbone has seen cost nothing.
+
+``Assessment.statistic`` gives the gate the per-unit figures of a metric, so that a new
+and the current PRM are compared on the same examples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from transformers import PreTrainedTokenizerBase
+
+from worker import evaluate
+from worker.eval_sets import ProcessBenchItem, ProcessBenchSplit, SampledProblem
+from worker.evaluate import FirstErrors, Sample, Statistic, StepSet
+from worker.features import FeatureCache
+from worker.model import PRM, TrainingArgs
+from worker.score import solution_score, step_probabilities
+from worker.train import Example
+
+GATE_METRICS = ("step_auroc", "processbench_f1", "best_of_n")
+
+
+@dataclass(frozen=True)
+class EvalSets:
+    held_out: list[Example] = field(default_factory=list)
+    """Labeled examples of problems training never saw."""
+    processbench: ProcessBenchSplit | None = None
+    best_of_n: list[SampledProblem] = field(default_factory=list)
+    """Independent samples from a file (``STEPLABEL_EVAL_DIR``)."""
+    imported: list[SampledProblem] = field(default_factory=list)
+    """Independent samples imported into the database, on problems training never saw."""
+
+    def describe(self) -> dict[str, Any]:
+        split = self.processbench
+        return {
+            "held_out_examples": len(self.held_out),
+            "held_out_problems": len({e.problem_id for e in self.held_out}),
+            "processbench_calibration": len(split.calibration) if split else 0,
+            "processbench_test": len(split.test) if split else 0,
+            "best_of_n_problems": len(self.best_of_n),
+            "imported_sample_problems": len(self.imported),
+        }
+
+
+@dataclass
+class Assessment:
+    """One PRM's scores on the sets, and the figures computed from them."""
+
+    held_out: StepSet
+    processbench: dict[str, FirstErrors]
+    """The test part per subset, at ``threshold``."""
+    threshold: float | None
+    best_of_n: list[list[Sample]]
+    imported: list[list[Sample]]
+    figures: dict[str, Any]
+
+    def statistic(self, metric: str) -> tuple[Statistic, int] | None:
+        """The metric as a statistic over its units (and their count); None where this
+        assessment cannot compute it."""
+        if metric == "step_auroc" and self.held_out.shortage() is None:
+            return self.held_out.auroc_statistic(), len(self.held_out.ratings)
+        if metric == "processbench_f1" and self.processbench and self.threshold is not None:
+            statistic, strata = evaluate.mean_f1_statistic(self.processbench, self.threshold)
+            return statistic, len(strata)
+        if metric == "best_of_n" and self.best_of_n:
+            picks = np.array([max(g, key=lambda s: s.score).correct for g in self.best_of_n])
+            return (lambda units: float(picks[units].mean())), len(picks)
+        return None
+
+
+def assess(
+    model: PRM,
+    tokenizer: PreTrainedTokenizerBase,
+    args: TrainingArgs,
+    sets: EvalSets,
+    cache: FeatureCache | None = None,
+    seed: int = 0,
+) -> Assessment:
+    """Score every set's solutions with the PRM and compute the figures."""
+    batch = _Batch()
+    held_out = batch.add([(e.problem, e.steps) for e in sets.held_out])
+    split = sets.processbench
+    calibration = batch.add(_items(split.calibration)) if split else None
+    test = batch.add(_items(split.test)) if split else None
+    best_of_n = batch.add(_samples(sets.best_of_n))
+    imported = batch.add(_samples(sets.imported))
+    probabilities, throughput = step_probabilities(model, tokenizer, batch.items, args, cache)
+    steps = _step_set(sets.held_out, held_out.of(probabilities))
+    threshold = None
+    subsets: dict[str, FirstErrors] = {}
+    figures: dict[str, Any] = {
+        "sets": sets.describe(),
+        "step_auroc": evaluate.step_auroc(steps, seed),
+        "tokens_per_second": throughput.tokens_per_second,
+        "sequences_computed": throughput.sequences,
+    }
+    if split and calibration and test:
+        calibrated = _first_errors(split.calibration, calibration.of(probabilities))
+        threshold = evaluate.choose_threshold(calibrated)
+        subsets = _by_subset(split.test, test.of(probabilities))
+        figures["processbench"] = evaluate.processbench_figures(subsets, threshold, seed)
+    bon = _sampled(sets.best_of_n, best_of_n.of(probabilities))
+    own = _sampled(sets.imported, imported.of(probabilities))
+    figures["best_of_n"] = evaluate.best_of_n(bon, seed) if bon else None
+    figures["best_of_n_imported"] = evaluate.best_of_n(own, seed) if own else None
+    return Assessment(steps, subsets, threshold, bon, own, figures)
+
+
+@dataclass(frozen=True)
+class _Span:
+    start: int
+    stop: int
+
+    def of(self, values: list[np.ndarray]) -> list[np.ndarray]:
+        return values[self.start : self.stop]
+
+
+class _Batch:
+    """Items of several sets in one list, each set remembering its span."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, list[str]]] = []
+
+    def add(self, items: Sequence[tuple[str, list[str]]]) -> _Span:
+        start = len(self.items)
+        self.items.extend(items)
+        return _Span(start, len(self.items))
+
+
+def _items(solutions: Sequence[ProcessBenchItem]) -> list[tuple[str, list[str]]]:
+    return [(s.problem, s.steps) for s in solutions]
+
+
+def _samples(problems: Sequence[SampledProblem]) -> list[tuple[str, list[str]]]:
+    return [(p.problem, steps) for p in problems for steps in p.samples]
+
+
+def _fine(probabilities: np.ndarray) -> np.ndarray:
+    """P(step is fine) = P(+1) + P(0), per step."""
+    fine: np.ndarray = np.minimum(1.0, probabilities[:, 1] + probabilities[:, 2])
+    return fine
+
+
+def _step_set(examples: Sequence[Example], probabilities: list[np.ndarray]) -> StepSet:
+    negative: dict[int, list[float]] = {}
+    ratings: dict[int, list[int]] = {}
+    for example, p in zip(examples, probabilities, strict=True):
+        for index, rating in example.labeled:
+            negative.setdefault(example.problem_id, []).append(float(p[index, 0]))
+            ratings.setdefault(example.problem_id, []).append(rating)
+    problems = sorted(negative)
+    return StepSet(
+        [np.array(negative[p]) for p in problems], [np.array(ratings[p]) for p in problems]
+    )
+
+
+def _first_errors(
+    solutions: Sequence[ProcessBenchItem], probabilities: list[np.ndarray]
+) -> FirstErrors:
+    return FirstErrors([_fine(p) for p in probabilities], [s.label for s in solutions])
+
+
+def _by_subset(
+    solutions: Sequence[ProcessBenchItem], probabilities: list[np.ndarray]
+) -> dict[str, FirstErrors]:
+    subsets: dict[str, FirstErrors] = {}
+    for name in dict.fromkeys(s.subset for s in solutions):
+        chosen = [i for i, s in enumerate(solutions) if s.subset == name]
+        subsets[name] = _first_errors(
+            [solutions[i] for i in chosen], [probabilities[i] for i in chosen]
+        )
+    return subsets
+
+
+def _sampled(
+    problems: Sequence[SampledProblem], probabilities: list[np.ndarray]
+) -> list[list[Sample]]:
+    scored = iter(probabilities)
+    groups = []
+    for problem in problems:
+        groups.append(
+            [
+                Sample(solution_score(next(scored)).score, group, correct)
+                for group, correct in zip(problem.groups(), problem.correct, strict=True)
+            ]
+        )
+    return groups
+
+
+def compare(
+    new: Assessment,
+    current: Assessment,
+    order: Sequence[str],
+) -> list[evaluate.Comparison]:
+    """The metrics, in ``order``, that both assessments can compute."""
+    comparisons = []
+    for metric in order:
+        ours, theirs = new.statistic(metric), current.statistic(metric)
+        if ours is not None and theirs is not None and ours[1] == theirs[1]:
+            comparisons.append(evaluate.Comparison(metric, ours[0], theirs[0], ours[1]))
+    return comparisons
+
+
+def gate_order(primary: str) -> list[str]:
+    """The primary metric first, then the others."""
+    return [primary, *(m for m in GATE_METRICS if m != primary)]

@@ -1,0 +1,161 @@
+"""Checkpoints that describe themselves: write one atomically, load one, size and prune them.
+
+A checkpoint directory holds the decoder as a Hugging Face model (config.json,
+model.safetensors: in ``head`` mode the frozen backbone cut to the layers the head reads,
+in ``lora`` mode the adapters merged in), the head (prm_head.safetensors), the tokenizer,
+training_args.json, metrics.json and meta.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tokenizers
+import torch
+import torch.distributed as dist
+import transformers
+from safetensors.torch import load_model, save_model
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+from worker.model import (
+    LABELS,
+    PRM,
+    STEP_TOKEN,
+    Device,
+    TrainingArgs,
+    load_backbone,
+    merge_lora,
+    resolve_device,
+)
+
+CHECKPOINT_FORMAT = "steplabel-prm/1"
+HEAD_FILE = "prm_head.safetensors"
+
+
+def _is_main_rank() -> bool:
+    return not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
+
+
+def _versions() -> dict[str, str]:
+    return {
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "tokenizers": tokenizers.__version__,
+        "numpy": np.__version__,
+    }
+
+
+def _write_json(path: Path, value: Any) -> None:
+    # Metrics may hold dataclasses (FitStats) and numpy scalars.
+    def plain(item: Any) -> Any:
+        if dataclasses.is_dataclass(item) and not isinstance(item, type):
+            return dataclasses.asdict(item)
+        if isinstance(item, np.generic):
+            return item.item()
+        raise TypeError(f"not JSON serializable: {type(item).__name__}")
+
+    path.write_text(json.dumps(value, indent=2, sort_keys=True, default=plain) + "\n")
+
+
+def save_checkpoint(
+    directory: str | os.PathLike[str],
+    model: nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    args: TrainingArgs,
+    metrics: dict[str, Any],
+    label_count: int,
+) -> None:
+    """Write a checkpoint that describes itself; under torchrun only rank 0 writes.
+
+    The directory is written beside the target and renamed into place, so a crash never
+    leaves half a checkpoint; an existing checkpoint at the target is replaced. LoRA
+    adapters are merged into the model's weights first (the model is changed in place).
+    """
+    if not _is_main_rank():
+        return
+    prm: PRM = model.module if isinstance(model, DistributedDataParallel) else model  # type: ignore[assignment]
+    merge_lora(prm)
+    target = Path(directory)
+    if target.exists() and not (target / "meta.json").exists():
+        raise FileExistsError(f"{target} exists and is not a checkpoint")
+    staging = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    prm.backbone.save_pretrained(staging, safe_serialization=True)
+    save_model(prm.head, str(staging / HEAD_FILE))
+    tokenizer.save_pretrained(staging)
+    _write_json(staging / "training_args.json", dataclasses.asdict(args))
+    _write_json(staging / "metrics.json", metrics)
+    _write_json(staging / "meta.json", _meta(prm, args, label_count))
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(staging, target)
+
+
+def _meta(model: PRM, args: TrainingArgs, label_count: int) -> dict[str, Any]:
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "label_count": label_count,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "base_model": args.base_model,
+        "mode": args.mode,
+        "model_type": model.backbone.config.model_type,
+        "layers": model.backbone.config.num_hidden_layers,
+        "step_token": STEP_TOKEN,
+        "classes": list(LABELS),
+        "versions": _versions(),
+    }
+
+
+def load_training_args(directory: str | os.PathLike[str]) -> TrainingArgs:
+    """A checkpoint's training arguments (keys this version does not know are ignored)."""
+    saved = json.loads((Path(directory) / "training_args.json").read_text())
+    known = {f.name for f in dataclasses.fields(TrainingArgs)}
+    return TrainingArgs(**{k: v for k, v in saved.items() if k in known})
+
+
+def load_checkpoint(
+    directory: str | os.PathLike[str], device: Device | None = None
+) -> tuple[PRM, PreTrainedTokenizerBase, TrainingArgs, dict[str, Any]]:
+    """A saved PRM in eval mode on ``device`` (default: the saved args' device), with its
+    tokenizer, training arguments and meta.json."""
+    path = Path(directory)
+    meta = json.loads((path / "meta.json").read_text())
+    if meta.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path}: not a {CHECKPOINT_FORMAT} checkpoint")
+    args = load_training_args(path)
+    model = PRM(load_backbone(path))
+    load_model(model.head, str(path / HEAD_FILE))
+    if args.mode == "head":
+        model.backbone.requires_grad_(False)
+    tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    model.to(resolve_device(device or args.device)).eval()
+    return model, tokenizer, args, meta
+
+
+def directory_bytes(directory: str | os.PathLike[str]) -> int:
+    """The size of the files under ``directory`` (0 when it is gone)."""
+    path = Path(directory)
+    if not path.is_dir():
+        return 0
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def remove_checkpoint(directory: str | os.PathLike[str]) -> None:
+    """Delete a checkpoint directory; refuse anything that is not one."""
+    path = Path(directory)
+    if not path.exists():
+        return
+    if not (path / "meta.json").exists():
+        raise FileExistsError(f"{path} is not a checkpoint; not removed")
+    shutil.rmtree(path)

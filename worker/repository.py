@@ -1,0 +1,213 @@
+"""The worker's database work, apart from runs (worker/runs.py) and labels (worker/data.py):
+the unlabeled pool and its scores, generations and their pace, independent samples for
+best-of-N, and the checkpoints kept on disk.
+
+Plain functions over a Session; the caller owns the transaction.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from sqlalchemy import exists, func, select, update
+from sqlalchemy.orm import Session
+
+from app.admin.progress import queue_by_generation
+from app.config import Settings
+from app.labeling.quality import add_quality_control_to_generation
+from app.models import Generation, Label, Problem, QueueState, Solution, TrainingRun
+from app.project_settings import runtime_settings
+from worker.eval_sets import SampledProblem
+from worker.score import SolutionScore
+
+
+class PoolSolution(NamedTuple):
+    """An unlabeled, unqueued solution, as rank 0 hands it to every rank to score."""
+
+    id: int
+    problem_id: int
+    problem: str
+    steps: list[str]
+    answer_correct: bool | None
+
+
+def pool(session: Session) -> list[PoolSolution]:
+    """Solutions no labeler has labeled and no generation has queued, with steps."""
+    rows = session.execute(
+        select(
+            Solution.id, Solution.problem_id, Problem.text, Solution.steps, Solution.answer_correct
+        )
+        .join(Problem, Problem.id == Solution.problem_id)
+        .where(
+            Solution.queue_state == QueueState.NOT_QUEUED.value,
+            ~exists().where(Label.solution_id == Solution.id),
+        )
+        .order_by(Solution.id)
+    ).all()
+    return [
+        PoolSolution(r.id, r.problem_id, r.text, r.steps, r.answer_correct) for r in rows if r.steps
+    ]
+
+
+def record_scores(
+    session: Session, run_id: int, solutions: list[PoolSolution], scores: list[SolutionScore]
+) -> None:
+    if not solutions:
+        return
+    session.execute(
+        update(Solution),
+        [
+            {
+                "id": p.id,
+                "prm_score": s.score,
+                "prm_min_step": s.min_step,
+                "prm_step_scores": s.step_scores,
+                "scored_by_run_id": run_id,
+            }
+            for p, s in zip(solutions, scores, strict=True)
+        ],
+    )
+
+
+@dataclass(frozen=True)
+class Pace:
+    """Whether the labelers are far enough into the open generation for a new one."""
+
+    due: bool
+    reason: str
+    open_generation: int | None = None
+    share_done: float | None = None
+
+
+def generation_pace(session: Session, settings: Settings) -> Pace:
+    """The open generation is the highest one queued (screening, -1, aside); a new one is
+    due once its labels reach ``generation_min_done`` of what its overlap asks for."""
+    overlap = int(runtime_settings(session.connection(), settings)["overlap"])
+    queue = queue_by_generation(session, overlap)
+    queued = [
+        g for g, figures in queue.items() if g is not None and g >= 0 and figures["labels_wanted"]
+    ]
+    if not queued:
+        return Pace(True, "no generation is queued yet")
+    latest = max(queued)
+    share = queue[latest]["labels_counted"] / queue[latest]["labels_wanted"]
+    wanted = settings.generation_min_done
+    if share < wanted:
+        reason = f"generation {latest} is {share:.0%} labeled; the next is queued at {wanted:.0%}"
+        return Pace(False, reason, latest, share)
+    return Pace(True, f"generation {latest} is {share:.0%} labeled", latest, share)
+
+
+def queue_generation(
+    session: Session, run_id: int, chosen: list[int], correctness: dict[int, bool | None]
+) -> int:
+    """Open a new generation of the ``chosen`` solutions (with the QC questions); its number."""
+    number = next_generation(session)
+    generation = Generation(
+        number=number,
+        run_id=run_id,
+        selected=len(chosen),
+        wrong_answers=sum(correctness[i] is False for i in chosen),
+    )
+    session.add(generation)
+    session.execute(
+        update(Solution)
+        .where(Solution.id.in_(chosen))
+        .values(generation=number, queue_state=QueueState.OPEN.value)
+    )
+    generation.quality_control = add_quality_control_to_generation(session, number)
+    return number
+
+
+def next_generation(session: Session) -> int:
+    highest = max(
+        session.scalar(select(func.max(Generation.number))) or 0,
+        session.scalar(select(func.max(Solution.generation))) or 0,
+    )
+    return int(highest) + 1
+
+
+def pool_summary(session: Session) -> dict[str, int]:
+    """What is left to choose from: unlabeled, unqueued solutions, and the wrong answers
+    among them (the convincing-wrong-answer candidates)."""
+    left = pool(session)
+    return {
+        "pool": len(left),
+        "wrong_answer_candidates": sum(p.answer_correct is False for p in left),
+        "ungraded": sum(p.answer_correct is None for p in left),
+    }
+
+
+def imported_samples(session: Session, excluded_problems: set[str]) -> list[SampledProblem]:
+    """Independent samples in the database: graded solutions that no PRM selected (imported,
+    or queued by hand), on problems with two or more of them, ``excluded_problems`` aside
+    (the problems training saw)."""
+    selected_by_prm = select(Generation.number).where(Generation.run_id.is_not(None))
+    rows = session.execute(
+        select(Problem.text, Solution.steps, Solution.answer, Solution.answer_correct)
+        .join(Problem, Problem.id == Solution.problem_id)
+        .where(
+            Solution.answer_correct.is_not(None),
+            Solution.generation.is_(None) | Solution.generation.not_in(selected_by_prm),
+        )
+        .order_by(Solution.problem_id, Solution.id)
+    ).all()
+    by_problem: dict[str, list[Any]] = defaultdict(list)
+    for row in rows:
+        if row.steps and row.text not in excluded_problems:
+            by_problem[row.text].append(row)
+    return [
+        SampledProblem(
+            problem=text,
+            samples=[r.steps for r in group],
+            answers=[r.answer for r in group],
+            correct=[bool(r.answer_correct) for r in group],
+        )
+        for text, group in by_problem.items()
+        if len(group) >= 2
+    ]
+
+
+def current_checkpoint(session: Session) -> Path | None:
+    """The current run's checkpoint directory, if it is on disk."""
+    path = session.scalar(
+        select(TrainingRun.checkpoint_path).where(TrainingRun.is_current.is_(True))
+    )
+    return None if path is None or not Path(path).exists() else Path(path)
+
+
+class StoredCheckpoint(NamedTuple):
+    run_id: int
+    path: str
+    is_current: bool
+    pinned: bool
+
+
+def stored_checkpoints(session: Session) -> list[StoredCheckpoint]:
+    """Runs whose checkpoint is on disk, newest first."""
+    rows = session.execute(
+        select(
+            TrainingRun.id, TrainingRun.checkpoint_path, TrainingRun.is_current, TrainingRun.pinned
+        )
+        .where(TrainingRun.checkpoint_path.is_not(None))
+        .order_by(TrainingRun.id.desc())
+    ).all()
+    return [StoredCheckpoint(r.id, r.checkpoint_path, r.is_current, r.pinned) for r in rows]
+
+
+def to_prune(checkpoints: list[StoredCheckpoint], keep_last: int) -> list[StoredCheckpoint]:
+    """The checkpoints that are neither current, pinned nor among the newest ``keep_last``."""
+    newest = {c.run_id for c in checkpoints[:keep_last]}
+    return [c for c in checkpoints if not (c.is_current or c.pinned or c.run_id in newest)]
+
+
+def forget_checkpoint(session: Session, run_id: int) -> None:
+    """The run's checkpoint was deleted: its row keeps the figures, not the path."""
+    session.execute(
+        update(TrainingRun)
+        .where(TrainingRun.id == run_id)
+        .values(checkpoint_path=None, checkpoint_bytes=None)
+    )

@@ -1,0 +1,69 @@
+"""Warm the feature cache with the evaluation sets while the worker waits for labels.
+
+In ``head`` mode every run scores the same evaluation sets (ProcessBench's calibration and
+test samples, the best-of-N samples) with the same frozen backbone, so their step features
+are computed once and cached (worker/features.py). Computing them when the worker starts,
+rather than in the first run, keeps that run to the labels' own work: on 2 CPU cores the
+sets cost minutes, and labelers need longer than that to make a run's worth of labels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+
+from app.config import Settings
+from worker.cycle import feature_cache, training_args_from
+from worker.eval_sets import load_best_of_n, processbench_split
+from worker.pretrained import resolve_base_model
+from worker.score import step_features
+from worker.train import setup
+
+logger = logging.getLogger("steplabel.worker")
+
+CHUNK = 64
+"""Solutions per step: the worker can stop between two of them."""
+
+
+def evaluation_items(settings: Settings) -> list[tuple[str, list[str]]]:
+    """Every (problem, steps) the runs' evaluation scores, as worker/cycle.py reads them."""
+    directory = settings.eval_dir
+    if directory is None:
+        return []
+    split = processbench_split(directory, settings.eval_processbench_per_subset or None)
+    samples = load_best_of_n(directory, settings.eval_best_of_n_problems or None)
+    return [(s.problem, s.steps) for s in split.calibration + split.test] + [
+        (p.problem, steps) for p in samples for steps in p.samples
+    ]
+
+
+def warm_evaluation_cache(settings: Settings, should_stop: Callable[[], bool]) -> int:
+    """Compute the evaluation sets' features the cache lacks; the sequences computed.
+
+    Nothing to do outside ``head`` mode (the backbone changes as it trains) or without
+    evaluation sets. Stops early, between two chunks, when ``should_stop`` says so.
+    """
+    args = training_args_from(settings)
+    items = evaluation_items(settings)
+    if args.mode != "head" or not items:
+        return 0
+    args = dataclasses.replace(
+        args, base_model=resolve_base_model(args.base_model, settings.model_dir)
+    )
+    model, tokenizer, _device = setup(args)
+    cache = feature_cache(settings, model, args)
+    computed = 0
+    for start in range(0, len(items), CHUNK):
+        if should_stop():
+            break
+        _, throughput = step_features(model, tokenizer, items[start : start + CHUNK], args, cache)
+        computed += throughput.sequences
+        if throughput.sequences:
+            logger.info(
+                "evaluation features: %d of %d solutions (%.0f tokens/s)",
+                min(start + CHUNK, len(items)),
+                len(items),
+                throughput.tokens_per_second,
+            )
+    return computed
