@@ -56,6 +56,22 @@ def percent(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
+def filesize(value: int | None) -> str:
+    """Bytes in binary units, three figures: ``512 B``, ``1.50 KiB``, ``515 MiB``; "—" where
+    unknown."""
+    if value is None:
+        return "—"
+    size, unit = float(value), "B"
+    for larger in ("KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, larger
+    if unit == "B":
+        return f"{value:,} B"
+    decimals = 2 if size < 10 else 1 if size < 100 else 0
+    return f"{size:.{decimals}f} {unit}"
+
+
 def markdown(text: str) -> Markup:
     """Admin-written markdown as safe HTML."""
     return Markup(_markdown.render(text))
@@ -74,6 +90,7 @@ def make_templates(directory: Path) -> Jinja2Templates:
     environment.filters["counted"] = counted
     environment.filters["decimal"] = decimal
     environment.filters["percent"] = percent
+    environment.filters["filesize"] = filesize
     environment.globals["csrf_token"] = csrf_token
     return Jinja2Templates(env=environment)
 

@@ -1,4 +1,5 @@
-"""PRM training runs as the web app and the CLI see them: ask for one, list them.
+"""PRM training runs as the web app and the CLI see them: ask for one, list them, pin
+their checkpoints.
 
 The worker (``python -m worker``) claims and runs them; the app never imports torch.
 """
@@ -34,3 +35,11 @@ def current_run(session: Session) -> TrainingRun | None:
     return session.scalar(
         select(TrainingRun).where(TrainingRun.is_current.is_(True)).order_by(TrainingRun.id.desc())
     )
+
+
+def set_pinned(run: TrainingRun, pinned: bool) -> None:
+    """Pin a run's checkpoint, which the worker then keeps whatever the retention setting
+    says, or unpin it. ValueError when there is no checkpoint on disk to pin."""
+    if pinned and run.checkpoint_path is None:
+        raise ValueError(f"run {run.id} has no checkpoint on disk to pin")
+    run.pinned = pinned

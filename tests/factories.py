@@ -346,3 +346,129 @@ def make_rated_label(
     session.add(label)
     session.flush()
     return label
+
+
+def estimate(value: float, low: float, high: float, n: int) -> dict[str, Any]:
+    """A figure with its 95% interval, as the worker records it."""
+    return {"value": value, "low": low, "high": high, "n": n}
+
+
+def prm_evaluation(auroc: float = 0.712, f1: float = 0.412) -> dict[str, Any]:
+    """One PRM's figures on a run's evaluation sets, in the worker's JSON (worker/assess.py)."""
+    return {
+        "sets": {
+            "held_out_examples": 60,
+            "held_out_problems": 12,
+            "processbench_calibration": 240,
+            "processbench_test": 240,
+            "best_of_n_problems": 40,
+            "imported_sample_problems": 0,
+        },
+        "step_auroc": {"status": "ok", **estimate(auroc, auroc - 0.052, auroc + 0.038, 12)},
+        "processbench": {
+            "threshold": 0.481,
+            "f1": estimate(f1, f1 - 0.06, f1 + 0.055, 240),
+            "subsets": {
+                "gsm8k": {
+                    "f1": estimate(f1 + 0.05, f1 - 0.03, f1 + 0.12, 120),
+                    "accuracy_erroneous": 0.35,
+                    "accuracy_correct": 0.71,
+                    "erroneous": 60,
+                    "correct": 60,
+                },
+                "math": {
+                    "f1": None,
+                    "accuracy_erroneous": None,
+                    "accuracy_correct": 0.66,
+                    "erroneous": 0,
+                    "correct": 120,
+                },
+            },
+        },
+        "best_of_n": {
+            "status": "ok",
+            "problems": 40,
+            "mean_n": 8.0,
+            "prm": estimate(0.625, 0.475, 0.775, 40),
+            "majority": estimate(0.55, 0.4, 0.7, 40),
+            "random": estimate(0.41, 0.33, 0.49, 40),
+        },
+        "best_of_n_imported": None,
+        "tokens_per_second": 5120.5,
+        "sequences_computed": 860,
+    }
+
+
+def prm_run_metrics(auroc: float = 0.712, current_auroc: float | None = 0.7) -> dict[str, Any]:
+    """A whole run's metrics, as the worker writes them (worker/cycle.py); the current
+    model's figures on the same sets with ``current_auroc``, none for a first model."""
+    metrics: dict[str, Any] = {
+        "graded": 3,
+        "examples": 240,
+        "labels": 180,
+        "training_args": {
+            "base_model": "models/smollm2-135m",
+            "mode": "head",
+            "backbone_depth": 0.5,
+            "learning_rate": 0.001,
+            "epochs": 3,
+            "batch_size": 16,
+            "max_length": 2048,
+            "weight_decay": 0.01,
+            "warmup_ratio": 0.05,
+            "gradient_checkpointing": False,
+            "bf16": None,
+            "seed": 0,
+            "held_out_fraction": 0.2,
+        },
+        "train": {
+            "examples": 190,
+            "labeled_steps": 812,
+            "optimizer_steps": 153,
+            "epochs": 3,
+            "tokens": 150_000,
+            "seconds": 42.5,
+            "epoch_losses": [0.912, 0.641, 0.523],
+            "stopped": False,
+            "feature_seconds": 30.1,
+            "feature_sequences": 240,
+        },
+        "evaluation": prm_evaluation(auroc),
+        "checkpoint_bytes": 540_000_000,
+        "gate": {"promote": True, "reason": "first model", "metric": None},
+        "pruned_checkpoints": [],
+        "pool": {"pool": 900, "wrong_answer_candidates": 300, "ungraded": 12},
+        "pace": {
+            "due": False,
+            "reason": "generation 3 is 40% labeled; the next is queued at 80%",
+            "open_generation": 3,
+            "share_done": 0.4,
+        },
+        "selection": {
+            "queued": 0,
+            "reason": "generation 3 is 40% labeled; the next is queued at 80%",
+        },
+    }
+    if current_auroc is not None:
+        metrics["current_on_this_evaluation"] = prm_evaluation(current_auroc, f1=0.398)
+        new = estimate(auroc, auroc - 0.052, auroc + 0.038, 12)
+        current = estimate(current_auroc, current_auroc - 0.052, current_auroc + 0.038, 12)
+        gap = auroc - current_auroc
+        difference = estimate(gap, gap - 0.02, gap + 0.02, 12)
+        verdict = "promoted" if gap >= 0 else "kept the current model"
+        metrics["gate"] = {
+            "promote": gap >= 0,
+            "reason": f"{verdict}: step_auroc {_shown(new)} against {_shown(current)} "
+            f"(difference {_shown(difference, '+')})",
+            "metric": "step_auroc",
+            "new": new,
+            "current": current,
+            "difference": difference,
+        }
+    return metrics
+
+
+def _shown(figure: dict[str, Any], sign: str = "") -> str:
+    """An estimate as the worker's gate writes it: ``0.712 [0.660, 0.750]``."""
+    value, low, high = (f"{figure[key]:{sign}.3f}" for key in ("value", "low", "high"))
+    return f"{value} [{low}, {high}]"

@@ -262,10 +262,12 @@ class Cycle:
         """Delete the checkpoints that are not current, pinned or among the newest kept."""
         with transaction(self.engine) as session:
             stored = repository.stored_checkpoints(session)
-            doomed = repository.to_prune(stored, self.settings.checkpoint_keep_last)
-            for checkpoint in doomed:
-                remove_checkpoint(checkpoint.path)
-                repository.forget_checkpoint(session, checkpoint.run_id)
+            candidates = repository.to_prune(stored, self.settings.checkpoint_keep_last)
+            doomed = [c for c in candidates if repository.forget_checkpoint(session, c.run_id)]
+        # Deleted once the rows say so: a crash in between leaves a stray directory, never
+        # a run that points at a checkpoint that is gone.
+        for checkpoint in doomed:
+            remove_checkpoint(checkpoint.path)
         self.metrics["pruned_checkpoints"] = [c.run_id for c in doomed]
 
     @_on_main_rank

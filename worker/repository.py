@@ -204,10 +204,20 @@ def to_prune(checkpoints: list[StoredCheckpoint], keep_last: int) -> list[Stored
     return [c for c in checkpoints if not (c.is_current or c.pinned or c.run_id in newest)]
 
 
-def forget_checkpoint(session: Session, run_id: int) -> None:
-    """The run's checkpoint was deleted: its row keeps the figures, not the path."""
-    session.execute(
+def forget_checkpoint(session: Session, run_id: int) -> bool:
+    """Mark the run's checkpoint deleted (its row keeps the figures, not the path), unless
+    it was pinned or made current meanwhile; whether it was marked.
+
+    One conditional UPDATE, so an admin who pins a checkpoint while the worker prunes
+    either keeps it or is told it is gone (a pruned run cannot be pinned).
+    """
+    result = session.execute(
         update(TrainingRun)
-        .where(TrainingRun.id == run_id)
+        .where(
+            TrainingRun.id == run_id,
+            TrainingRun.pinned.is_(False),
+            TrainingRun.is_current.is_(False),
+        )
         .values(checkpoint_path=None, checkpoint_bytes=None)
     )
+    return bool(result.rowcount)  # type: ignore[attr-defined]

@@ -4,11 +4,16 @@ No JavaScript. Every chart is an ``<svg role="img">`` with a ``<title>`` and a `
 followed by a table of the same numbers (for screen readers, and for anyone who would
 rather read the figures). Every text is escaped; colours come from CSS classes
 (``series-0`` ... ``series-7`` in static/css/app.css).
+
+Lines may coincide (a PRM pick as good as the majority vote): each series has its own dash
+pattern and the earlier ones larger markers, so a line drawn over an equal one leaves it
+showing in its gaps and around its markers. Intervals are drawn as whiskers, side by side
+where several series have them.
 """
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -23,12 +28,19 @@ Y_TICKS = 5
 """Fifths of a nice ceiling (1, 2, 2.5 or 5 times a power of ten) are round numbers too."""
 MAX_MARKERS = 60
 """Up to this many points per series get a marker with a tooltip."""
+DASHES = ("", "7 4", "2 3", "10 3 2 3")
+"""Each series' dash pattern, in turn; the first is solid."""
+MARKER_RADIUS, MARKER_STEP = 3.0, 1.5
+"""The last series' marker radius, and how much larger each earlier series' markers are."""
+WHISKER_GAP, WHISKER_CAP = 4.0, 3.0
+"""Between the whiskers of series side by side, and half the width of a whisker's caps."""
 BAR_HEIGHT, BAR_GAP, BAR_LABEL_WIDTH = 18, 6, 180
 SPARK_WIDTH, SPARK_HEIGHT = 120, 24
 FORMATS = {
     "count": "{:,.0f}",
     "rate": "{:,.1f}",
     "share": "{:.1%}",
+    "score": "{:.3g}",
     "seconds": "{:,.0f} s",
 }
 """How values are written on axes, in tooltips and in the tables."""
@@ -39,6 +51,11 @@ class Series:
     name: str
     values: Sequence[float | None]
     """One value per x label; None leaves a gap."""
+    intervals: Sequence[tuple[float, float] | None] = ()
+    """The (low, high) interval around each value, drawn as a whisker; None: none there."""
+
+    def interval(self, index: int) -> tuple[float, float] | None:
+        return self.intervals[index] if index < len(self.intervals) else None
 
 
 def time_labels(moments: Sequence[datetime], strftime: str) -> list[str]:
@@ -48,6 +65,14 @@ def time_labels(moments: Sequence[datetime], strftime: str) -> list[str]:
 
 def format_value(value: float | None, kind: str) -> str:
     return "—" if value is None else FORMATS[kind].format(value)
+
+
+def format_interval(value: float | None, interval: tuple[float, float] | None, kind: str) -> str:
+    """A value with its interval: ``0.712 [0.66, 0.75]``."""
+    if value is None or interval is None:
+        return format_value(value, kind)
+    low, high = (format_value(end, kind) for end in interval)
+    return f"{format_value(value, kind)} [{low}, {high}]"
 
 
 def nice_ceiling(value: float) -> float:
@@ -90,10 +115,16 @@ def _legend(series: Sequence[Series]) -> str:
     if len(series) < 2:
         return ""
     items = "".join(
-        f'<li><span class="swatch series-{i % COLOURS}"></span>{escape(s.name)}</li>'
+        f'<li><svg class="legend-line" viewBox="0 0 24 8"><line class="line series-{i % COLOURS}" '
+        f'x1="0" x2="24" y1="4" y2="4"{_dash(i)}/></svg>{escape(s.name)}</li>'
         for i, s in enumerate(series)
     )
     return f'<ul class="chart-legend" aria-hidden="true">{items}</ul>'
+
+
+def _dash(number: int) -> str:
+    pattern = DASHES[number % len(DASHES)]
+    return f' stroke-dasharray="{pattern}"' if pattern else ""
 
 
 def _x_positions(count: int) -> list[float]:
@@ -106,6 +137,11 @@ def _x_positions(count: int) -> list[float]:
 def _y_position(value: float, top: float) -> float:
     plot = HEIGHT - TOP - BOTTOM
     return TOP + plot * (1 - value / top)
+
+
+def _clipped(value: float, top: float) -> float:
+    """The y position of ``value``, kept within the plot."""
+    return _y_position(min(max(value, 0.0), top), top)
 
 
 def _tick_indices(count: int) -> list[int]:
@@ -136,8 +172,9 @@ def line_chart(
     y_max: float | None = None,
 ) -> Markup:
     """Lines over shared x labels (times, runs), from zero up to ``y_max`` or a round
-    number above the largest value."""
+    number above the largest value (or interval end)."""
     values = [v for s in series for v in s.values if v is not None]
+    values += [interval[1] for s in series for interval in s.intervals if interval]
     top = y_max if y_max is not None else nice_ceiling(max(values, default=0.0))
     if kind == "count":
         top = max(top, Y_TICKS)  # whole numbers on the axis
@@ -146,15 +183,28 @@ def line_chart(
         _svg_open(_chart_id(title), title, description, WIDTH, HEIGHT),
         *_axes(xs, x_labels, top, kind),
     ]
+    # Whiskers under the lines, markers (with their tooltips) over every line.
+    with_intervals = [number for number, line in enumerate(series) if any(line.intervals)]
+    for place, number in enumerate(with_intervals):
+        offset = WHISKER_GAP * (place - (len(with_intervals) - 1) / 2)
+        parts.extend(_whiskers(series[number], number, xs, x_labels, top, kind, offset))
     for number, line in enumerate(series):
-        parts.extend(_line(line, f"series-{number % COLOURS}", xs, x_labels, top, kind))
+        parts.extend(_polylines(line, number, xs, top))
+    if len(xs) <= MAX_MARKERS:
+        for number, line in enumerate(series):
+            radius = MARKER_RADIUS + MARKER_STEP * (len(series) - 1 - number)
+            parts.extend(_markers(line, number, xs, x_labels, top, kind, radius))
     parts.append("</svg>")
     rows = [
-        [label, *(format_value(s.values[i] if i < len(s.values) else None, kind) for s in series)]
+        [label, *(format_interval(_value(s, i), s.interval(i), kind) for s in series)]
         for i, label in enumerate(x_labels)
     ]
     table = _data_table(title, ["", *(s.name for s in series)], rows)
     return Markup(f'<figure class="chart">{"".join(parts)}{_legend(series)}{table}</figure>')
+
+
+def _value(line: Series, index: int) -> float | None:
+    return line.values[index] if index < len(line.values) else None
 
 
 def _axes(xs: Sequence[float], x_labels: Sequence[str], top: float, kind: str) -> list[str]:
@@ -176,34 +226,73 @@ def _axes(xs: Sequence[float], x_labels: Sequence[str], top: float, kind: str) -
     return parts
 
 
-def _line(
-    line: Series,
-    colour: str,
-    xs: Sequence[float],
-    x_labels: Sequence[str],
-    top: float,
-    kind: str,
-) -> list[str]:
-    """One series: its polylines, and markers with a tooltip where there are few points."""
+def _colour(number: int) -> str:
+    return f"series-{number % COLOURS}"
+
+
+def _polylines(line: Series, number: int, xs: Sequence[float], top: float) -> list[str]:
+    """One series' line, broken where a value is missing."""
     points = [
-        (x, None if v is None else _y_position(min(v, top), top))
-        for x, v in zip(xs, line.values, strict=False)
+        (x, None if v is None else _clipped(v, top)) for x, v in zip(xs, line.values, strict=False)
     ]
-    parts = [
-        f'<polyline class="line {colour}" points="'
+    return [
+        f'<polyline class="line {_colour(number)}"{_dash(number)} points="'
         + " ".join(f"{x:.1f},{y:.1f}" for x, y in segment)
         + '"/>'
         for segment in _segments(points)
     ]
-    if len(xs) > MAX_MARKERS:
-        return parts
-    for (x, y), label, value in zip(points, x_labels, line.values, strict=False):
-        if y is not None:
-            tip = f"{line.name}, {label}: {format_value(value, kind)}"
-            parts.append(
-                f'<circle class="marker {colour}" cx="{x:.1f}" cy="{y:.1f}" r="3">'
-                f"<title>{escape(tip)}</title></circle>"
-            )
+
+
+def _points(
+    line: Series, xs: Sequence[float], x_labels: Sequence[str]
+) -> Iterator[tuple[float, str, float | None, tuple[float, float] | None]]:
+    """Each x position of a series, with its label, value and interval."""
+    for index, (x, label) in enumerate(zip(xs, x_labels, strict=False)):
+        yield x, label, _value(line, index), line.interval(index)
+
+
+def _markers(
+    line: Series,
+    number: int,
+    xs: Sequence[float],
+    x_labels: Sequence[str],
+    top: float,
+    kind: str,
+    radius: float,
+) -> list[str]:
+    """A marker per value, with a tooltip."""
+    return [
+        f'<circle class="marker {_colour(number)}" cx="{x:.1f}" '
+        f'cy="{_clipped(value, top):.1f}" r="{radius:g}">'
+        f"<title>{escape(f'{line.name}, {label}: {format_interval(value, interval, kind)}')}"
+        "</title></circle>"
+        for x, label, value, interval in _points(line, xs, x_labels)
+        if value is not None
+    ]
+
+
+def _whiskers(
+    line: Series,
+    number: int,
+    xs: Sequence[float],
+    x_labels: Sequence[str],
+    top: float,
+    kind: str,
+    offset: float,
+) -> list[str]:
+    """A vertical bar with caps from each interval's low to its high, ``offset`` aside."""
+    parts = []
+    for x, label, _, interval in _points(line, xs, x_labels):
+        if interval is None:
+            continue
+        low, high = (_clipped(end, top) for end in interval)
+        at, cap = x + offset, 2 * WHISKER_CAP
+        ends = " to ".join(format_value(end, kind) for end in interval)
+        parts.append(
+            f'<path class="interval {_colour(number)}" d="M{at:.1f} {low:.1f}V{high:.1f}'
+            f'M{at - WHISKER_CAP:.1f} {low:.1f}h{cap:g}M{at - WHISKER_CAP:.1f} {high:.1f}h{cap:g}">'
+            f"<title>{escape(f'{line.name}, {label}: 95% interval {ends}')}</title></path>"
+        )
     return parts
 
 

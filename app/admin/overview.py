@@ -1,5 +1,5 @@
-"""The dashboard's front page: the headline figures, each from one small aggregate, and
-the overall agreement between labelers."""
+"""The dashboard's front page: the headline figures, each from one small aggregate, the
+overall agreement between labelers, and what is left in the PRM's unlabeled pool."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -8,9 +8,10 @@ from sqlalchemy import case, exists, func, select
 from sqlalchemy.orm import Session
 
 from app.admin.agreement import AgreementSummary, overall_agreement
-from app.admin.prm import RunSummary, summarize
+from app.admin.prm import Pool, RunSummary, pool_status, summarize
 from app.admin.quality import combined, labeler_quality
 from app.admin.throughput import WINDOWS, throughput
+from app.config import Settings
 from app.models import Assignment, GoldLabel, Label, QueueState, Role, Solution, User, utc_now
 from app.training import current_run, recent_runs
 
@@ -41,10 +42,16 @@ class Overview:
     """The last 24 hours, hour by hour."""
     current_run: RunSummary | None
     recent_runs: list[RunSummary]
+    pool: Pool
+    """The unlabeled solutions the next generation is chosen from."""
 
 
 def overview(
-    session: Session, default_overlap: int, threshold: float, now: datetime | None = None
+    session: Session,
+    settings: Settings,
+    default_overlap: int,
+    threshold: float,
+    now: datetime | None = None,
 ) -> Overview:
     """The headline figures at ``now``; ``threshold`` is the QC step accuracy that passes."""
     now = now or utc_now()
@@ -93,4 +100,5 @@ def overview(
         labels_per_hour=last_day.overall.per_hour,
         current_run=summarize(current) if current else None,
         recent_runs=[summarize(run) for run in recent_runs(session, RECENT_RUNS)],
+        pool=pool_status(session, settings),
     )

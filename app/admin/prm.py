@@ -1,32 +1,34 @@
-"""The PRM as admins follow it: training runs and their metrics, the current checkpoint, and
-the generations its selections queued, with their yield of wrong answers."""
+"""The PRM as admins follow it: training runs and their figures, the current checkpoint,
+the checkpoints on disk, the unlabeled pool the selections choose from, and the
+generations they queued, with their yield beside a uniform pick's."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import case, exists, func, select
 from sqlalchemy.orm import Session
 
+from app.admin.aggregates import share
 from app.admin.charts import Series
-from app.models import Generation, Label, RunStatus, TrainingRun
+from app.admin.run_metrics import BestOfN, Estimate, Gate, Pace, RunMetrics, read_metrics
+from app.config import Settings
+from app.models import (
+    Generation,
+    Label,
+    QueueState,
+    RunStatus,
+    Solution,
+    StepCompletion,
+    TrainingRun,
+)
 from app.training import current_run, recent_runs
-
-HEADLINE_METRICS = {
-    "step_accuracy": "Step accuracy",
-    "baseline_accuracy": "Majority-class baseline",
-    "auroc_negative": "AUROC (negative vs rest)",
-    "first_error_f1": "First-error F1",
-    "best_of_n_prm": "Best-of-N: PRM pick",
-    "best_of_n_majority": "Best-of-N: majority vote",
-    "best_of_n_random": "Best-of-N: random pick",
-    "selection_yield": "Selection yield",
-}
-"""The evaluation figures (worker/train.py, worker/evaluate.py) the dashboard shows."""
 
 
 @dataclass(frozen=True)
 class RunSummary:
+    """A run's headline figures, as the runs table and the current checkpoint's tiles show."""
+
     id: int
     status: str
     step: str | None
@@ -37,24 +39,84 @@ class RunSummary:
     """From start to finish, or to the last heartbeat of a run still going."""
     timings: dict[str, float]
     labels_used: int | None
-    metrics: dict[str, float | None]
-    """The HEADLINE_METRICS the run recorded (numbers only)."""
+    mode: str | None
+    """The training mode: full, head or lora."""
+    step_auroc: Estimate | None
+    processbench_f1: Estimate | None
+    best_of_n: BestOfN | None
+    gate: Gate | None
+    skipped: str | None
     error: str | None
     checkpoint_path: str | None
+    checkpoint_bytes: int | None
+    pruned: bool
+    """The run saved a checkpoint that has since been deleted."""
+    pinned: bool
     is_current: bool
 
 
 @dataclass(frozen=True)
+class RunDetail:
+    """Everything a run recorded, for its own page."""
+
+    run: RunSummary
+    metrics: RunMetrics
+
+
+@dataclass(frozen=True)
+class CheckpointStorage:
+    stored: int
+    """Runs whose checkpoint is on disk."""
+    total_bytes: int
+    """Their size together (checkpoints saved before sizes were recorded count 0)."""
+    pinned: int
+    keep_last: int
+    """Checkpoints kept besides the current and the pinned ones (``checkpoint_keep_last``)."""
+
+
+@dataclass(frozen=True)
+class Pool:
+    """What the next selection chooses from: solutions no labeler has labeled and no
+    generation has queued (with steps to score)."""
+
+    left: int
+    wrong_answer_candidates: int
+    """Of them, graded wrong: the convincing-wrong-answer candidates."""
+    ungraded: int
+    """Of them, not graded yet (the worker grades them at its next run)."""
+    problems: int
+    next_generation: int
+    """How many the next selection could queue: ``select_per_problem`` per problem (or
+    ``select_global_top_k`` in all), at most ``generation_max_size``."""
+    full_generation: int
+    """How many a full generation holds."""
+    wrong_answers_wanted: int
+    """Wrong answers a full generation of the wrong-answer strategies asks for."""
+    low: bool
+    """The pool can no longer fill a full generation."""
+    wrong_answers_low: bool
+    """Too few wrong-answer candidates for the configured share (wrong-answer strategies)."""
+
+
+@dataclass(frozen=True)
 class GenerationYield:
+    """A generation the PRM selected, and whether the selection found what it looks for."""
+
     number: int
     created_at: datetime
     run_id: int | None
+    strategy: str | None
     selected: int
     wrong_answers: int
     answer_yield: float | None
     """Share of the selected solutions whose final answer is wrong."""
+    pool_wrong_share: float | None
+    """Share of wrong answers in the pool it was selected from: a uniform pick's yield."""
     labels: int
-    """Labels made so far on this generation."""
+    """Regular labels made so far on this generation (quality control aside)."""
+    negative_labels: int
+    """Of them, labels that rate a step of the solution -1."""
+    negative_yield: float | None
 
 
 @dataclass(frozen=True)
@@ -65,13 +127,24 @@ class PrmStatus:
     waiting: RunSummary | None
     """A requested run no worker has claimed yet."""
     running: RunSummary | None
+    pace: Pace | None
+    """The newest run's view of the open generation: whether a new one was due, and why."""
+    pace_run_id: int | None
+    checkpoints: CheckpointStorage
+    pool: Pool
     generations: list[GenerationYield]
     """Newest first."""
 
 
 def summarize(run: TrainingRun) -> RunSummary:
+    return _summary(run, read_metrics(run.metrics))
+
+
+def _summary(run: TrainingRun, metrics: RunMetrics) -> RunSummary:
     end = run.finished_at or run.heartbeat_at
-    recorded = run.metrics or {}
+    evaluation = metrics.evaluation
+    processbench = evaluation.processbench if evaluation else None
+    mode = metrics.training_args.get("mode")
     return RunSummary(
         id=run.id,
         status=run.status,
@@ -81,35 +154,44 @@ def summarize(run: TrainingRun) -> RunSummary:
         finished_at=run.finished_at,
         seconds=(end - run.started_at).total_seconds() if run.started_at and end else None,
         timings=dict(run.timings or {}),
-        labels_used=run.labels_used,
-        metrics={key: _number(recorded.get(key)) for key in HEADLINE_METRICS if key in recorded},
+        labels_used=run.labels_used if run.labels_used is not None else metrics.labels,
+        mode=mode if isinstance(mode, str) else None,
+        step_auroc=evaluation.step_auroc if evaluation else None,
+        processbench_f1=processbench.f1 if processbench else None,
+        best_of_n=metrics.best_of_n,
+        gate=metrics.gate,
+        skipped=metrics.skipped,
         error=run.error,
         checkpoint_path=run.checkpoint_path,
+        checkpoint_bytes=run.checkpoint_bytes,
+        pruned=run.checkpoint_path is None and metrics.checkpoint_bytes is not None,
+        pinned=run.pinned,
         is_current=run.is_current,
     )
 
 
-def metric_series(runs: list[RunSummary], keys: list[str]) -> list[Series]:
-    """For a chart: per metric key, its value in each of ``runs``."""
-    return [Series(HEADLINE_METRICS[key], [run.metrics.get(key) for run in runs]) for key in keys]
+def run_detail(run: TrainingRun) -> RunDetail:
+    metrics = read_metrics(run.metrics)
+    return RunDetail(_summary(run, metrics), metrics)
 
 
-def _number(value: Any) -> float | None:
-    # Metrics are JSON written by the worker: anything but a number shows as missing.
-    is_number = isinstance(value, int | float) and not isinstance(value, bool)
-    return float(value) if is_number else None
-
-
-def prm_status(session: Session, limit: int = 50) -> PrmStatus:
-    """The latest ``limit`` runs, the current checkpoint's run and every generation."""
-    runs = [summarize(run) for run in recent_runs(session, limit)]
+def prm_status(session: Session, settings: Settings, limit: int = 50) -> PrmStatus:
+    """The latest ``limit`` runs, the current checkpoint's run, the checkpoints on disk,
+    the pool and every generation."""
+    recent = [(run, read_metrics(run.metrics)) for run in recent_runs(session, limit)]
+    runs = [_summary(run, metrics) for run, metrics in recent]
     # The current checkpoint may be older than the runs listed.
     current = current_run(session)
+    paced = next(((run.id, metrics.pace) for run, metrics in recent if metrics.pace), None)
     return PrmStatus(
         runs=runs,
         current=summarize(current) if current else None,
         waiting=_latest(runs, RunStatus.REQUESTED),
         running=_latest(runs, RunStatus.RUNNING),
+        pace=paced[1] if paced else None,
+        pace_run_id=paced[0] if paced else None,
+        checkpoints=checkpoint_storage(session, settings.checkpoint_keep_last),
+        pool=pool_status(session, settings),
         generations=generation_yields(session),
     )
 
@@ -118,27 +200,158 @@ def _latest(runs: list[RunSummary], status: RunStatus) -> RunSummary | None:
     return next((run for run in runs if run.status == status.value), None)
 
 
-def generation_yields(session: Session) -> list[GenerationYield]:
-    labels = (
-        select(func.count())
-        .where(Label.generation == Generation.number)
-        .correlate(Generation)
-        .scalar_subquery()
-    )
-    rows = session.execute(
+def checkpoint_storage(session: Session, keep_last: int) -> CheckpointStorage:
+    """The checkpoints still on disk: how many, their size together, how many pinned."""
+    stored, total_bytes, pinned = session.execute(
         select(
-            Generation.number,
-            Generation.created_at,
-            Generation.run_id,
-            Generation.selected,
-            Generation.wrong_answers,
-            labels.label("labels"),
-        ).order_by(Generation.number.desc())
-    )
-    return [
-        GenerationYield(
-            **row._asdict(),
-            answer_yield=row.wrong_answers / row.selected if row.selected else None,
+            func.count(),
+            func.sum(TrainingRun.checkpoint_bytes),
+            func.count().filter(TrainingRun.pinned.is_(True)),
+        ).where(TrainingRun.checkpoint_path.is_not(None))
+    ).one()
+    return CheckpointStorage(stored, int(total_bytes or 0), pinned, keep_last)
+
+
+def pool_status(session: Session, settings: Settings) -> Pool:
+    """The unlabeled pool, counted as the worker's selection will find it, and whether it
+    can still fill a generation."""
+    per_problem = (
+        select(
+            func.count().label("left"),
+            func.count().filter(Solution.answer_correct.is_(False)).label("wrong"),
+            func.count().filter(Solution.answer_correct.is_(None)).label("ungraded"),
         )
-        for row in rows
+        .where(
+            Solution.queue_state == QueueState.NOT_QUEUED.value,
+            Solution.steps.is_not(None),
+            ~exists().where(Label.solution_id == Solution.id),
+        )
+        .group_by(Solution.problem_id)
+        .subquery()
+    )
+    k = settings.select_per_problem
+    left, wrong, ungraded, problems, takeable = session.execute(
+        select(
+            func.coalesce(func.sum(per_problem.c.left), 0),
+            func.coalesce(func.sum(per_problem.c.wrong), 0),
+            func.coalesce(func.sum(per_problem.c.ungraded), 0),
+            func.count(),
+            func.coalesce(func.sum(case((per_problem.c.left > k, k), else_=per_problem.c.left)), 0),
+        )
+    ).one()
+    top_k = settings.select_global_top_k
+    full = min(settings.generation_max_size, top_k or settings.generation_max_size)
+    wanted = round(settings.select_wrong_share * full)
+    wrong_strategy = settings.select_strategy in ("convincing_wrong", "random_wrong")
+    next_generation = min(full, int(left) if top_k else int(takeable))
+    return Pool(
+        left=int(left),
+        wrong_answer_candidates=int(wrong),
+        ungraded=int(ungraded),
+        problems=problems,
+        next_generation=next_generation,
+        full_generation=full,
+        wrong_answers_wanted=wanted,
+        low=next_generation < full,
+        wrong_answers_low=wrong_strategy and int(wrong) < wanted,
+    )
+
+
+def generation_yields(session: Session) -> list[GenerationYield]:
+    """Every generation with its yield of wrong answers and of labels that found an error,
+    and the pool's wrong-answer share when it was selected (from its run's metrics)."""
+    own_negative_step = exists().where(
+        StepCompletion.label_id == Label.id,
+        StepCompletion.completion_index == 0,
+        StepCompletion.rating == -1,
+    )
+    labels = {
+        row.generation: (row.labels, row.negative)
+        for row in session.execute(
+            select(
+                Label.generation,
+                func.count().label("labels"),
+                func.coalesce(func.sum(case((own_negative_step, 1), else_=0)), 0).label("negative"),
+            )
+            .where(Label.is_quality_control.is_(False), Label.generation.is_not(None))
+            .group_by(Label.generation)
+        )
+    }
+    rows = session.execute(
+        select(Generation, TrainingRun.metrics)
+        .outerjoin(TrainingRun, TrainingRun.id == Generation.run_id)
+        .order_by(Generation.number.desc())
+    )
+    yields = []
+    for generation, run_metrics in rows:
+        selection = read_metrics(run_metrics).selection
+        count, negative = labels.get(generation.number, (0, 0))
+        yields.append(
+            GenerationYield(
+                number=generation.number,
+                created_at=generation.created_at,
+                run_id=generation.run_id,
+                strategy=selection.strategy if selection else None,
+                selected=generation.selected,
+                wrong_answers=generation.wrong_answers,
+                answer_yield=share(generation.wrong_answers, generation.selected),
+                pool_wrong_share=selection.pool_wrong_share if selection else None,
+                labels=count,
+                negative_labels=int(negative),
+                negative_yield=share(int(negative), count),
+            )
+        )
+    return yields
+
+
+@dataclass(frozen=True)
+class RunCharts:
+    """The lines of the PRM page's charts over the runs with figures, oldest first; a
+    chart no run has figures for has no lines."""
+
+    run_labels: list[str]
+    step_auroc: list[Series]
+    processbench_f1: list[Series]
+    best_of_n: list[Series]
+
+
+def run_charts(runs: Sequence[RunSummary]) -> RunCharts | None:
+    """Each figure per run, with its interval, for those of ``runs`` (newest first, as
+    listed) that were evaluated; None where none was."""
+    evaluated = [
+        run for run in reversed(runs) if run.step_auroc or run.processbench_f1 or run.best_of_n
     ]
+    if not evaluated:
+        return None
+    picks = [run.best_of_n for run in evaluated]
+    return RunCharts(
+        run_labels=[str(run.id) for run in evaluated],
+        step_auroc=_drawn([estimate_series("Step AUROC", [r.step_auroc for r in evaluated])]),
+        processbench_f1=_drawn(
+            [estimate_series("ProcessBench mean F1", [r.processbench_f1 for r in evaluated])]
+        ),
+        best_of_n=_drawn(
+            [
+                estimate_series("PRM pick", [p.prm if p else None for p in picks]),
+                estimate_series("Majority vote", [p.majority if p else None for p in picks]),
+                estimate_series("Random pick", [p.random if p else None for p in picks]),
+            ]
+        ),
+    )
+
+
+def _drawn(series: list[Series]) -> list[Series]:
+    """The series, or none where not one of them has a value."""
+    return series if any(v is not None for s in series for v in s.values) else []
+
+
+def estimate_series(name: str, estimates: Sequence[Estimate | None]) -> Series:
+    """A chart line of estimates, with their 95% intervals where recorded."""
+    return Series(
+        name,
+        [e.value if e else None for e in estimates],
+        intervals=[
+            (e.low, e.high) if e and e.low is not None and e.high is not None else None
+            for e in estimates
+        ],
+    )

@@ -7,7 +7,7 @@ without JavaScript they get the whole page with the same result.
 """
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, UploadFile
 from fastapi.responses import HTMLResponse
@@ -32,7 +32,7 @@ from app.config import get_settings
 from app.datasets.reading import describe
 from app.db import DbSession
 from app.labeling.quality import mark_quality_control, unmark_quality_control
-from app.models import User
+from app.models import TrainingRun, User
 from app.project_settings import RUNTIME_KEYS, parse_runtime_value, runtime_settings, set_value
 from app.templating import render, wants_fragment
 
@@ -46,6 +46,7 @@ NO_STORE = {"Cache-Control": "no-store"}
 """Sent with a new password: no cache keeps it."""
 
 Context = Callable[[], dict[str, Any]]
+Row = TypeVar("Row")
 
 
 def _settings(session: Session) -> dict[str, Any]:
@@ -107,7 +108,7 @@ def overview_api(session: DbSession) -> Overview:
 
 
 def _overview(session: Session) -> Overview:
-    return overview(session, _default_overlap(session), _threshold(session))
+    return overview(session, get_settings(), _default_overlap(session), _threshold(session))
 
 
 # Agreement
@@ -388,12 +389,16 @@ def _users_context(session: Session) -> dict[str, Any]:
     }
 
 
+def _row_or_404(session: Session, table: type[Row], key: int, noun: str) -> Row:
+    row = session.get(table, key)
+    if row is None:
+        raise HTTPException(404, f"There is no {noun} {key}.")
+    return row
+
+
 def existing_user(user_id: int, session: DbSession) -> User:
     """Dependency: the user named in the path, or 404."""
-    user = session.get(User, user_id)
-    if user is None:
-        raise HTTPException(404, f"There is no user {user_id}.")
-    return user
+    return _row_or_404(session, User, user_id, "user")
 
 
 ExistingUser = Annotated[User, Depends(existing_user)]
@@ -524,15 +529,64 @@ def prm_page(request: Request, session: DbSession) -> HTMLResponse:
 
 @api.get("/prm")
 def prm_api(session: DbSession) -> prm.PrmStatus:
-    return prm.prm_status(session)
+    return prm.prm_status(session, get_settings())
 
 
 def _prm_context(session: Session) -> dict[str, Any]:
-    return {"section": "prm", "prm": prm.prm_status(session), "metric_series": prm.metric_series}
+    status = prm.prm_status(session, get_settings())
+    return {"section": "prm", "prm": status, "run_charts": prm.run_charts}
 
 
 @pages.post("/prm/train", response_class=HTMLResponse)
 def train_now(request: Request, session: DbSession, admin: CurrentAdmin) -> HTMLResponse:
     run = training.request_run(session, admin.id)
     message = f"Training run {run.id} is waiting for the worker (python -m worker)."
-    return _answer(request, "admin/prm.html", lambda: _prm_context(session), {"message": message})
+    return _prm_answer(request, session, message=message)
+
+
+def existing_run(run_id: int, session: DbSession) -> TrainingRun:
+    """Dependency: the training run named in the path, or 404."""
+    return _row_or_404(session, TrainingRun, run_id, "training run")
+
+
+ExistingRun = Annotated[TrainingRun, Depends(existing_run)]
+
+
+@pages.get("/prm/runs/{run_id}", response_class=HTMLResponse)
+def run_page(request: Request, run: ExistingRun) -> HTMLResponse:
+    context = {"section": "prm", "detail": prm.run_detail(run)}
+    return _page(request, "admin/prm_run.html", context, "figures")
+
+
+@api.get("/prm/runs/{run_id}")
+def run_api(run: ExistingRun) -> prm.RunDetail:
+    return prm.run_detail(run)
+
+
+@pages.post("/prm/runs/{run_id}/pin", response_class=HTMLResponse)
+def pin_run(request: Request, session: DbSession, run: ExistingRun) -> HTMLResponse:
+    try:
+        training.set_pinned(run, pinned=True)
+    except ValueError as error:
+        return _prm_answer(request, session, error=str(error))
+    message = f"Run {run.id}'s checkpoint is pinned: it stays on disk until you unpin it."
+    return _prm_answer(request, session, message=message)
+
+
+@pages.post("/prm/runs/{run_id}/unpin", response_class=HTMLResponse)
+def unpin_run(request: Request, session: DbSession, run: ExistingRun) -> HTMLResponse:
+    training.set_pinned(run, pinned=False)
+    message = f"Run {run.id}'s checkpoint is unpinned: the retention setting applies to it."
+    return _prm_answer(request, session, message=message)
+
+
+def _prm_answer(
+    request: Request, session: Session, *, message: str | None = None, error: str | None = None
+) -> HTMLResponse:
+    return _answer(
+        request,
+        "admin/prm.html",
+        lambda: _prm_context(session),
+        {"message": message, "error": error},
+        failed=error is not None,
+    )

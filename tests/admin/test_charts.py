@@ -93,3 +93,59 @@ def test_format_value() -> None:
     assert charts.format_value(1234, "count") == "1,234"
     assert charts.format_value(None, "rate") == "—"
     assert re.fullmatch(r"\d+ s", charts.format_value(61.4, "seconds"))
+
+
+def test_equal_lines_both_show() -> None:
+    equal = [0.5, 0.625, 0.625]
+    figure = parse(
+        line_chart(
+            "t",
+            "d",
+            ["1", "2", "3"],
+            [Series("PRM pick", equal), Series("Majority vote", equal)],
+            kind="share",
+            y_max=1,
+        )
+    )
+    under, over = figure.iter("polyline")
+    assert under.attrib["points"] == over.attrib["points"]
+    # The line drawn last has gaps, through which the solid one under it shows.
+    assert "stroke-dasharray" not in under.attrib
+    assert [float(length) for length in over.attrib["stroke-dasharray"].split()][1] > 0
+    # Where their markers coincide, the earlier one is larger: a ring around the later one.
+    markers: dict[tuple[str, str], list[float]] = {}
+    for circle in figure.iter("circle"):
+        markers.setdefault((circle.attrib["cx"], circle.attrib["cy"]), []).append(
+            float(circle.attrib["r"])
+        )
+    assert len(markers) == 3
+    assert all(first > second for first, second in markers.values())
+    # The legend draws each line with its own pattern.
+    legend = [line.attrib.get("stroke-dasharray") for line in figure.iter("line")][-2:]
+    assert legend == [None, over.attrib["stroke-dasharray"]]
+
+
+def test_intervals_are_whiskers_side_by_side_and_in_the_table() -> None:
+    figure = parse(
+        line_chart(
+            "t",
+            "d",
+            ["1", "2"],
+            [
+                Series("a", [0.5, 0.6], intervals=[(0.4, 0.6), None]),
+                Series("b", [0.5, None], intervals=[(0.3, 0.7)]),
+            ],
+            kind="score",
+            y_max=1,
+        )
+    )
+    whiskers = [path.attrib["d"] for path in figure.iter("path")]
+    assert len(whiskers) == 2
+    starts = [tuple(map(float, re.findall(r"[\d.]+", d)[:3])) for d in whiskers]
+    (x_a, low_a, high_a), (x_b, low_b, high_b) = starts
+    bottom, plot = charts.HEIGHT - charts.BOTTOM, charts.HEIGHT - charts.BOTTOM - charts.TOP
+    assert (low_a, high_a) == pytest.approx((bottom - 0.4 * plot, bottom - 0.6 * plot), abs=0.05)
+    assert (low_b, high_b) == pytest.approx((bottom - 0.3 * plot, bottom - 0.7 * plot), abs=0.05)
+    assert x_b - x_a == charts.WHISKER_GAP  # side by side around the run's x
+    rows = [[cell.text for cell in row] for row in figure.iter("tr") if row.find("td") is not None]
+    assert rows == [["1", "0.5 [0.4, 0.6]", "0.5 [0.3, 0.7]"], ["2", "0.6", "—"]]

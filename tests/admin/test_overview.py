@@ -6,6 +6,7 @@ from sqlalchemy.orm import Session
 
 from app.admin.overview import overview
 from app.admin.throughput import WINDOWS, throughput
+from app.config import Settings
 from app.labeling.quality import mark_quality_control
 from app.models import Assignment, QueueState, Role, RunStatus, TrainingRun
 from app.users import deactivate
@@ -53,7 +54,7 @@ def test_headline_figures(session: Session) -> None:
     session.add_all([current, later])
     session.flush()
 
-    figures = overview(session, default_overlap=2, threshold=0.75, now=NOW)
+    figures = overview(session, Settings(), default_overlap=2, threshold=0.75, now=NOW)
     assert (figures.labels_today, figures.labels_total) == (2, 4)  # ann's and bob's
     assert figures.labelers_active_today == 2
     assert figures.leased_now == 1  # bob's lease ran out a minute ago
@@ -73,7 +74,7 @@ def test_headline_figures(session: Session) -> None:
 
 
 def test_an_empty_project(session: Session) -> None:
-    figures = overview(session, default_overlap=1, threshold=0.8, now=NOW)
+    figures = overview(session, Settings(), default_overlap=1, threshold=0.8, now=NOW)
     assert (figures.labels_total, figures.open_solutions, figures.labels_still_wanted) == (0, 0, 0)
     assert figures.qc_step_accuracy is None and figures.current_run is None
     assert (figures.agreement.steps, figures.agreement.krippendorff_alpha) == (0, None)

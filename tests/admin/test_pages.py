@@ -15,7 +15,7 @@ from app.db import transaction
 from app.labeling.quality import mark_quality_control
 from app.models import Generation, RunStatus, TrainingRun, User, utc_now
 from tests.admin.conftest import HTMX, Admin
-from tests.factories import make_label, make_solution, make_user
+from tests.factories import make_label, make_solution, make_user, prm_run_metrics
 
 HOSTILE_NAME = "<b>eve</b>"
 HOSTILE_NOTE = "<script>alert('note')</script>"
@@ -44,7 +44,7 @@ def seed(engine: Engine) -> None:
         run = TrainingRun(
             status=RunStatus.SUCCEEDED.value,
             is_current=True,
-            metrics={"step_accuracy": 0.625, "auroc_negative": 0.75, "best_of_n_prm": 0.5},
+            metrics=prm_run_metrics(),
             checkpoint_path="checkpoints/run-1",
             labels_used=3,
         )
@@ -118,9 +118,10 @@ def test_prm_page_shows_the_current_checkpoint_and_generations(
     seed(engine)
     page = admin.client.get("/admin/prm").text
     assert "checkpoints/run-1" in page
-    assert tiles(page)["Step accuracy"] == "62.5%"
+    assert tiles(page)["Labels used"] == "3"
+    assert "0.712" in page and "[0.660, 0.750]" in page
     assert "75.0%" in page  # generation 2's yield: 3 wrong of 4
-    assert "Held-out step metrics per run" in page
+    assert "Step AUROC per run" in page
 
 
 @pytest.mark.parametrize(
@@ -163,7 +164,7 @@ def test_json_twins_give_the_services_figures(admin: Admin, engine: Engine) -> N
     overview = admin.client.get("/api/admin/overview").json()
     assert (overview["labelers_passing_qc"], overview["labelers_with_qc"]) == (1, 2)
     runs = admin.client.get("/api/admin/prm").json()
-    assert runs["current"]["metrics"]["step_accuracy"] == 0.625
+    assert runs["current"]["step_auroc"]["value"] == 0.712
 
 
 def test_an_admin_without_data_sees_empty_pages(admin: Admin) -> None:

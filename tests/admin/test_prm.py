@@ -1,100 +1,441 @@
-"""Training runs, the current checkpoint and the generations' yield, as the PRM page shows."""
+"""The PRM pages: runs and their figures with intervals, a run's own page, checkpoints and
+pinning, the unlabeled pool, and the generations' yield beside a uniform pick's."""
 
+import itertools
+import re
 from datetime import datetime, timedelta
+from typing import Any
 
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from app.admin.prm import HEADLINE_METRICS, metric_series, prm_status
-from app.models import Generation, RunStatus, TrainingRun
-from app.training import request_run
-from tests.factories import make_label, make_solution, make_user
+from app.admin.prm import (
+    CheckpointStorage,
+    checkpoint_storage,
+    generation_yields,
+    pool_status,
+    prm_status,
+    run_charts,
+)
+from app.admin.run_metrics import Estimate, RunMetrics, read_metrics
+from app.config import Settings
+from app.db import transaction
+from app.models import Generation, Problem, QueueState, RunStatus, Solution, TrainingRun
+from app.training import request_run, set_pinned
+from tests.admin.conftest import HTMX, Admin
+from tests.factories import make_label, make_solution, make_user, prm_run_metrics
+from tests.web import add_user, log_in
 
 START = datetime(2026, 5, 1, 9)
+NOT_ENOUGH = "not enough data: 3 held-out problems (needs 5)"
+SETTINGS = Settings()
+STEPS = ["Step.", "# Answer\n\n1"]
 
 
-def add_run(session: Session, status: RunStatus, **fields: object) -> TrainingRun:
+def add_run(
+    session: Session, status: RunStatus = RunStatus.SUCCEEDED, **fields: Any
+) -> TrainingRun:
     run = TrainingRun(status=status.value, requested_at=START, **fields)
     session.add(run)
     session.flush()
     return run
 
 
-def test_runs_newest_first_with_their_headline_metrics(session: Session) -> None:
-    metrics = {"step_accuracy": 0.8, "auroc_negative": 0.7, "label_counts": {"1": 3}, "f": "x"}
-    old = add_run(
-        session,
-        RunStatus.SUCCEEDED,
-        started_at=START,
-        finished_at=START + timedelta(minutes=3, seconds=30),
-        metrics=metrics,
-        timings={"train": 150.0, "evaluate": 60.0},
-        labels_used=120,
-        checkpoint_path="checkpoints/run-1",
-        is_current=True,
-    )
+def stored_run(session: Session, **fields: Any) -> TrainingRun:
+    """A finished run with the worker's whole metrics and its checkpoint on disk."""
+    stored = {
+        "started_at": START,
+        "finished_at": START + timedelta(minutes=3, seconds=30),
+        "metrics": prm_run_metrics(),
+        "timings": {"train": 150.0, "evaluate": 60.0},
+        "labels_used": 180,
+        "checkpoint_path": "checkpoints/run-x",
+        "checkpoint_bytes": 540_000_000,
+    }
+    return add_run(session, **(stored | fields))
+
+
+# Figures, read from a run's metrics
+
+
+def test_runs_newest_first_with_their_figures_and_intervals(session: Session) -> None:
+    old = stored_run(session, is_current=True)
     failed = add_run(
         session,
         RunStatus.FAILED,
         started_at=START + timedelta(hours=1),
         heartbeat_at=START + timedelta(hours=1, seconds=12),
-        finished_at=START + timedelta(hours=1, seconds=12),
         error="out of memory",
-        metrics={"step_accuracy": "not a number", "first_error_f1": True},
+        metrics={"evaluation": {"step_auroc": {"value": "high", "n": 3}}, "gate": "yes"},
     )
     waiting = request_run(session)
 
-    status = prm_status(session)
+    status = prm_status(session, SETTINGS)
     assert [run.id for run in status.runs] == [waiting.id, failed.id, old.id]
     summary = status.runs[2]
-    # Only the headline metrics, and only numbers, reach the page.
-    assert summary.metrics == {"step_accuracy": 0.8, "auroc_negative": 0.7}
-    assert summary.seconds == 210.0
-    assert summary.timings == {"train": 150.0, "evaluate": 60.0}
-    assert status.runs[1].metrics == {"step_accuracy": None, "first_error_f1": None}
-    assert status.runs[1].seconds == 12.0
-    assert status.runs[0].seconds is None
+    assert summary.step_auroc == Estimate(0.712, 0.712 - 0.052, 0.712 + 0.038, 12)
+    assert summary.processbench_f1 == Estimate(0.412, 0.412 - 0.06, 0.412 + 0.055, 240)
+    assert summary.best_of_n is not None and summary.best_of_n.samples == "independent samples"
+    assert summary.best_of_n.prm == Estimate(0.625, 0.475, 0.775, 40)
+    assert summary.best_of_n.majority == Estimate(0.55, 0.4, 0.7, 40)
+    assert summary.best_of_n.random == Estimate(0.41, 0.33, 0.49, 40)
+    assert summary.gate is not None and summary.gate.promote and summary.gate.metric == "step_auroc"
+    assert summary.gate.reason.startswith("promoted: step_auroc 0.712 [0.660, 0.750] against")
+    assert (summary.mode, summary.labels_used, summary.checkpoint_bytes) == (
+        "head",
+        180,
+        540_000_000,
+    )
+    assert (summary.seconds, summary.timings) == (210.0, {"train": 150.0, "evaluate": 60.0})
+    # Malformed figures read as missing, never as an error.
+    assert (status.runs[1].step_auroc, status.runs[1].gate, status.runs[1].seconds) == (
+        None,
+        None,
+        12.0,
+    )
+    assert status.runs[0].seconds is None and status.runs[0].best_of_n is None
     assert status.current is not None and status.current.id == old.id
     assert status.waiting is not None and status.waiting.id == waiting.id
     assert status.running is None
+    assert status.pace is not None and status.pace_run_id == old.id
+    assert status.pace.reason == "generation 3 is 40% labeled; the next is queued at 80%"
+
+
+def test_not_enough_data_is_a_status_not_a_figure(session: Session) -> None:
+    metrics = prm_run_metrics()
+    metrics["evaluation"]["step_auroc"] = {"status": NOT_ENOUGH}
+    metrics["evaluation"]["best_of_n"] = {"status": "not enough data: no problem with two"}
+    run = stored_run(session)
+    run.metrics = metrics
+    skipped = add_run(session, metrics={"examples": 12, "labels": 9, "skipped": "9 labels"})
+    old = add_run(session, metrics={"step_accuracy": 0.8, "auroc_negative": 0.7})
+
+    figures = {summary.id: summary for summary in prm_status(session, SETTINGS).runs}
+    assert figures[run.id].step_auroc == Estimate(None, status=NOT_ENOUGH)
+    best = figures[run.id].best_of_n
+    assert best is not None and best.status == "not enough data: no problem with two"
+    assert best.prm is None
+    assert (figures[skipped.id].skipped, figures[skipped.id].labels_used) == ("9 labels", 9)
+    # Runs of the old worker have none of the figures the page shows.
+    assert figures[old.id].step_auroc is None and figures[old.id].gate is None
+
+
+def test_read_metrics_takes_what_it_finds() -> None:
+    assert read_metrics(None) == read_metrics("text") == RunMetrics()
+    metrics = read_metrics(
+        {
+            "training_args": {"mode": "lora", "layers": [1, 2], "bf16": True},
+            "train": {"seconds": 3.5, "epoch_losses": [0.7, "x", 0.5]},
+            "evaluation": {"sets": {"held_out_problems": 4, "odd": "x"}, "processbench": 3},
+            "pruned_checkpoints": [2, "3", None, 4],
+            "selection": {"strategy": "uniform", "queued": 10, "yield": 0.3},
+        }
+    )
+    assert metrics.training_args == {"mode": "lora", "bf16": True}
+    assert (metrics.train, metrics.epoch_losses) == ({"seconds": 3.5}, [0.7, 0.5])
+    assert metrics.evaluation is not None and metrics.evaluation.sets == {"held_out_problems": 4}
+    assert metrics.evaluation.processbench is None and metrics.evaluation.best_of_n == []
+    assert metrics.pruned_checkpoints == [2, 4]
+    assert metrics.selection is not None and metrics.selection.wrong_share == 0.3
 
 
 def test_the_current_checkpoint_older_than_the_runs_listed(session: Session) -> None:
-    current = add_run(session, RunStatus.SUCCEEDED, is_current=True)
+    current = add_run(session, is_current=True)
     for _ in range(3):
         add_run(session, RunStatus.FAILED)
-    status = prm_status(session, limit=2)
+    status = prm_status(session, SETTINGS, limit=2)
     assert current.id not in [run.id for run in status.runs]
     assert status.current is not None and status.current.id == current.id
 
 
-def test_generations_with_their_yield_and_labels(session: Session) -> None:
-    run = add_run(session, RunStatus.SUCCEEDED)
+def test_run_charts_draw_each_figure_with_its_interval(session: Session) -> None:
+    first = stored_run(session)
+    add_run(session, RunStatus.FAILED)  # never evaluated: not on the charts
+    later = stored_run(session)
+    later.metrics = prm_run_metrics(auroc=0.75)
+    charts = run_charts(prm_status(session, SETTINGS).runs)
+    assert charts is not None and charts.run_labels == [str(first.id), str(later.id)]
+    (auroc,) = charts.step_auroc
+    assert auroc.values == [0.712, 0.75]
+    assert auroc.intervals == [
+        pytest.approx((0.712 - 0.052, 0.712 + 0.038)),
+        pytest.approx((0.75 - 0.052, 0.75 + 0.038)),
+    ]
+    assert [s.name for s in charts.best_of_n] == ["PRM pick", "Majority vote", "Random pick"]
+    assert [s.values for s in charts.best_of_n] == [[0.625] * 2, [0.55] * 2, [0.41] * 2]
+    assert run_charts([]) is None
+
+
+# Checkpoints
+
+
+def test_checkpoints_on_disk_and_pruned(session: Session) -> None:
+    pinned = stored_run(session, pinned=True)
+    stored_run(session, checkpoint_bytes=1_000)
+    pruned = add_run(session, metrics={"checkpoint_bytes": 700})
+    never = add_run(session, metrics={"skipped": "9 labels"})
+    assert checkpoint_storage(session, keep_last=3) == CheckpointStorage(2, 540_001_000, 1, 3)
+    figures = {summary.id: summary for summary in prm_status(session, SETTINGS).runs}
+    assert (figures[pinned.id].pinned, figures[pinned.id].pruned) == (True, False)
+    assert figures[pruned.id].pruned and not figures[never.id].pruned
+
+
+def test_pin_and_unpin(session: Session) -> None:
+    run = stored_run(session)
+    set_pinned(run, pinned=True)
+    session.flush()
+    assert session.scalar(select(TrainingRun.pinned).where(TrainingRun.id == run.id)) is True
+    set_pinned(run, pinned=False)
+    session.flush()
+    assert session.scalar(select(TrainingRun.pinned).where(TrainingRun.id == run.id)) is False
+    pruned = add_run(session, metrics={"checkpoint_bytes": 700})
+    with pytest.raises(ValueError, match="no checkpoint on disk"):
+        set_pinned(pruned, pinned=True)
+    assert pruned.pinned is False
+
+
+# The pool
+
+
+_pool_keys = itertools.count()
+
+
+def add_to_pool(
+    session: Session,
+    problem: Problem,
+    correct: bool | None,
+    *,
+    queue_state: QueueState = QueueState.NOT_QUEUED,
+    steps: list[str] | None = STEPS,
+) -> Solution:
+    """An unqueued solution of ``problem`` whose answer is graded ``correct``."""
+    solution = Solution(
+        content_key=f"pool-{next(_pool_keys)}-{id(session)}",
+        problem_id=problem.id,
+        steps=steps,
+        answer="1",
+        answer_correct=correct,
+        generation=None,
+        queue_state=queue_state.value,
+    )
+    session.add(solution)
+    session.flush()
+    return solution
+
+
+def test_pool_counts_what_the_selection_can_take(session: Session) -> None:
+    one, two = (make_solution(session).problem for _ in range(2))
+    for correct in (False, False, True, None, False):
+        add_to_pool(session, one, correct)
+    add_to_pool(session, two, False)
+    # Not in the pool: labeled, queued, or without steps to score.
+    labeled = add_to_pool(session, two, False)
+    make_label(session, make_user(session, "ann"), labeled, [[1]])
+    add_to_pool(session, two, False, queue_state=QueueState.OPEN)
+    add_to_pool(session, two, False, steps=None)
+
+    settings = Settings(select_per_problem=2, generation_max_size=3, select_wrong_share=0.5)
+    pool = pool_status(session, settings)
+    assert (pool.left, pool.wrong_answer_candidates, pool.ungraded, pool.problems) == (6, 4, 1, 2)
+    # 2 from the first problem and 1 from the second fill a generation of 3.
+    assert (pool.next_generation, pool.full_generation, pool.low) == (3, 3, False)
+    assert (pool.wrong_answers_wanted, pool.wrong_answers_low) == (2, False)
+
+    bigger = pool_status(session, Settings(select_per_problem=2, generation_max_size=400))
+    assert (bigger.next_generation, bigger.low, bigger.wrong_answers_low) == (3, True, True)
+    top_k = pool_status(session, Settings(select_global_top_k=5, generation_max_size=400))
+    assert (top_k.next_generation, top_k.full_generation, top_k.low) == (5, 5, False)
+    uniform = pool_status(session, Settings(select_strategy="uniform", generation_max_size=400))
+    assert uniform.low and not uniform.wrong_answers_low
+
+
+def test_an_empty_pool_is_low(session: Session) -> None:
+    pool = pool_status(session, SETTINGS)
+    assert (pool.left, pool.problems, pool.next_generation, pool.low) == (0, 0, 0, True)
+
+
+# Generations
+
+
+def test_generation_yields_beside_a_uniform_pick(session: Session) -> None:
+    metrics = prm_run_metrics()
+    metrics["selection"] = {
+        "strategy": "convincing_wrong",
+        "queued": 4,
+        "yield": 0.75,
+        "pool_wrong_share": 0.25,
+        "reason": "generation 1 is 85% labeled",
+    }
+    run = stored_run(session)
+    run.metrics = metrics
     session.add_all(
         [
-            Generation(number=1, run_id=run.id, selected=8, wrong_answers=6),
-            Generation(number=2, run_id=run.id, selected=0, wrong_answers=0),
+            Generation(number=1, run_id=run.id, selected=4, wrong_answers=3),
+            Generation(number=2, selected=0, wrong_answers=0),
         ]
     )
-    labeler = make_user(session, "ann")
-    for generation, count in ((1, 3), (2, 1), (0, 2)):
-        solution = make_solution(session, generation=generation)
-        for _ in range(count):
-            make_label(session, labeler, solution, [[1]])
-    rows = prm_status(session).generations
-    assert [(g.number, g.selected, g.wrong_answers, g.labels) for g in rows] == [
-        (2, 0, 0, 1),
-        (1, 8, 6, 3),
-    ]
-    assert rows[1].answer_yield == 6 / 8
-    assert rows[0].answer_yield is None
+    ann, bob = make_user(session, "ann"), make_user(session, "bob")
+    found, clean = make_solution(session, generation=1), make_solution(session, generation=1)
+    make_label(session, ann, found, [[1], [-1]], finish_reason="found_error")
+    make_label(session, bob, found, [[-1]], finish_reason="found_error")
+    # A -1 on another candidate step is not an error in the solution.
+    make_label(session, ann, clean, [[1], [1, -1]])
+    # Quality-control answers are no part of the selection.
+    make_label(session, bob, clean, [[-1]], quality_control=True)
+    make_label(session, ann, make_solution(session, generation=0), [[-1]])
+
+    newest, first = generation_yields(session)
+    assert (newest.number, newest.strategy, newest.pool_wrong_share) == (2, None, None)
+    assert (newest.answer_yield, newest.labels, newest.negative_yield) == (None, 0, None)
+    assert (first.number, first.run_id, first.strategy) == (1, run.id, "convincing_wrong")
+    assert (first.selected, first.wrong_answers, first.answer_yield) == (4, 3, 0.75)
+    assert first.pool_wrong_share == 0.25
+    assert (first.labels, first.negative_labels, first.negative_yield) == (3, 2, 2 / 3)
 
 
-def test_metric_series_follow_the_runs(session: Session) -> None:
-    for accuracy in (0.5, 0.6):
-        add_run(session, RunStatus.SUCCEEDED, metrics={"step_accuracy": accuracy})
-    runs = list(reversed(prm_status(session).runs))
-    series = metric_series(runs, ["step_accuracy", "auroc_negative"])
-    assert [(s.name, list(s.values)) for s in series] == [
-        (HEADLINE_METRICS["step_accuracy"], [0.5, 0.6]),
-        (HEADLINE_METRICS["auroc_negative"], [None, None]),
+# Over HTTP
+
+
+def seed_runs(engine: Engine) -> dict[str, int]:
+    """A current run with every figure, a newer one kept out by the gate with too little
+    data for a step AUROC, and a pruned one; and a pool of one solution."""
+    with transaction(engine) as session:
+        pruned = add_run(session, metrics={"checkpoint_bytes": 700, "labels": 60})
+        current = stored_run(session, is_current=True, checkpoint_bytes=540_000_000)
+        kept = prm_run_metrics(auroc=0.69)
+        kept["evaluation"]["step_auroc"] = {"status": NOT_ENOUGH}
+        newer = stored_run(session, checkpoint_bytes=2_048)
+        newer.metrics = kept
+        problem = make_solution(session).problem
+        add_to_pool(session, problem, False)
+        return {"pruned": pruned.id, "current": current.id, "newer": newer.id}
+
+
+def test_prm_page_shows_figures_with_intervals(admin: Admin, engine: Engine) -> None:
+    runs = seed_runs(engine)
+    page = admin.client.get("/admin/prm").text
+    current = re.search(r'id="current-step-auroc">(.*?)</dd>', page, re.S)
+    assert current and re.sub(r"<[^>]+>|\s+", " ", current.group(1)).split() == [
+        "0.712",
+        "[0.660,",
+        "0.750]",
     ]
+    assert "[0.352, 0.467]" in page  # ProcessBench mean F1's interval
+    assert "n = 240" in page
+    assert "62.5%" in page and "[47.5%, 77.5%]" in page and "majority 55.0%" in page
+    assert "promoted: step_auroc 0.712 [0.660, 0.750] against 0.700" in page
+    assert NOT_ENOUGH in page
+    assert "kept current" in page  # the newer run's gate verdict
+    # Checkpoints: per run, in all, and the pruned one.
+    assert "515 MiB" in page and "2.00 KiB" in page
+    storage = re.search(r'id="checkpoint-storage">(.*?)</p>', page, re.S)
+    assert storage and "2 checkpoints on disk" in storage.group(1)
+    pruned_row = page[page.index(f'id="run-{runs["pruned"]}"') :].split("</tr>")[0]
+    assert "pruned" in pruned_row and "Pin" not in pruned_row
+    for run in runs.values():
+        assert f'href="/admin/prm/runs/{run}"' in page
+    assert "Pace at" in page and "generation 3 is 40% labeled; the next is queued at 80%" in page
+    assert "The pool runs low" in page
+    for title in ("Step AUROC per run", "ProcessBench mean F1 per run", "Best of N per run"):
+        assert title in page
+    assert 'class="interval series-0"' in page  # the charts' whiskers
+
+
+def test_run_page_shows_the_gate_every_argument_and_the_evaluation(
+    admin: Admin, engine: Engine
+) -> None:
+    runs = seed_runs(engine)
+    response = admin.client.get(f"/admin/prm/runs/{runs['current']}")
+    assert response.status_code == 200
+    page = response.text
+    metrics = prm_run_metrics()
+    assert metrics["gate"]["reason"] in page
+    arguments = page[page.index('id="training-args"') : page.index('id="training-stats"')]
+    shown = dict(re.findall(r"<code>(\w+)</code></th><td><code>([^<]*)</code>", arguments))
+    assert shown.keys() == metrics["training_args"].keys()
+    assert (shown["learning_rate"], shown["bf16"], shown["gradient_checkpointing"]) == (
+        "0.001",
+        "unset",
+        "no",
+    )
+    assert "0.9120 → 0.6410 → 0.5230" in page  # loss per epoch
+    assert "Labeled steps" in page and "812" in page
+    assert "chosen on a separate calibration part" in page and "0.481" in page
+    assert page.count('<th scope="row">gsm8k</th>') == 2  # this run, and the current one
+    assert "The current PRM, same sets" in page and "0.700" in page
+    assert "Held-out problems" in page
+    assert "generation 3 is 40% labeled; the next is queued at 80%" in page
+    assert "Unpin" not in page and "Pin run" in page
+
+    assert admin.client.get("/admin/prm/runs/999999").status_code == 404
+    api = admin.client.get(f"/api/admin/prm/runs/{runs['current']}")
+    assert api.json()["metrics"]["training_args"] == metrics["training_args"]
+    assert api.json()["run"]["step_auroc"]["value"] == 0.712
+    assert admin.client.get("/api/admin/prm/runs/999999").status_code == 404
+
+
+def test_the_json_api_gives_the_new_figures(admin: Admin, engine: Engine) -> None:
+    runs = seed_runs(engine)
+    answer = admin.client.get("/api/admin/prm").json()
+    assert answer["current"]["id"] == runs["current"]
+    assert answer["current"]["step_auroc"] == {
+        "value": 0.712,
+        "low": pytest.approx(0.66),
+        "high": pytest.approx(0.75),
+        "n": 12,
+        "status": None,
+    }
+    assert answer["current"]["best_of_n"]["prm"]["value"] == 0.625
+    assert answer["current"]["gate"]["promote"] is True
+    assert answer["runs"][0]["step_auroc"]["status"] == NOT_ENOUGH
+    assert answer["checkpoints"]["total_bytes"] == 540_000_000 + 2_048
+    assert (answer["pool"]["left"], answer["pool"]["low"]) == (1, True)
+    assert answer["pace"]["reason"] == "generation 3 is 40% labeled; the next is queued at 80%"
+
+
+def pinned(engine: Engine, run_id: int) -> bool:
+    with Session(engine) as session:
+        return bool(session.scalar(select(TrainingRun.pinned).where(TrainingRun.id == run_id)))
+
+
+def test_pin_and_unpin_over_http(admin: Admin, engine: Engine) -> None:
+    runs = seed_runs(engine)
+    pin = admin.post(f"/admin/prm/runs/{runs['newer']}/pin")
+    assert pin.status_code == 200 and pin.headers["HX-Trigger"] == "dashboard-refresh"
+    assert "is pinned" in pin.text and pinned(engine, runs["newer"])
+    row = admin.client.get("/admin/prm").text.split(f'id="run-{runs["newer"]}"')[1]
+    assert "Unpin run" in row.split("</tr>")[0]
+    unpin = admin.post(f"/admin/prm/runs/{runs['newer']}/unpin")
+    assert unpin.status_code == 200 and not pinned(engine, runs["newer"])
+
+    refused = admin.post(f"/admin/prm/runs/{runs['pruned']}/pin")
+    assert refused.status_code == 422 and "no checkpoint on disk" in refused.text
+    assert not pinned(engine, runs["pruned"])
+    assert admin.post("/admin/prm/runs/999999/pin").status_code == 404
+    forged = admin.client.post(
+        f"/admin/prm/runs/{runs['newer']}/pin", headers={**HTMX, "X-CSRF-Token": "forged"}
+    )
+    assert forged.status_code == 403 and not pinned(engine, runs["newer"])
+
+
+def test_pinning_is_for_admins(app_client: TestClient, engine: Engine) -> None:
+    runs = seed_runs(engine)
+    url = f"/admin/prm/runs/{runs['newer']}/pin"
+    anonymous = app_client.post(url, follow_redirects=False)
+    assert anonymous.status_code in (303, 403)
+    add_user(engine, "alice")
+    token = log_in(app_client, "alice")
+    labeler = app_client.post(url, headers={**HTMX, "X-CSRF-Token": token})
+    assert labeler.status_code == 403
+    assert not pinned(engine, runs["newer"])
+
+
+def test_the_overview_warns_of_a_low_pool(admin: Admin, engine: Engine) -> None:
+    seed_runs(engine)
+    page = admin.client.get("/admin").text
+    tile = re.search(r'id="pool-left">(.*?)</dd>', page, re.S)
+    assert tile and tile.group(1).strip() == "1"
+    assert "1 wrong-answer candidate · runs low" in page
+    assert "The pool runs low: the next generation could take only 1 of the 400" in page

@@ -1,22 +1,25 @@
 """The admin dashboard in headless Chromium: htmx forms, their errors, and live figures."""
 
+import base64
 import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 
 import krippendorff
 import pytest
 from playwright.sync_api import Browser, Page, expect
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from app.models import Role, Solution, User
+from app.admin.charts import Series, line_chart
+from app.models import Generation, Role, RunStatus, Solution, TrainingRun, User
 from app.templating import decimal
 from tests.browser.conftest import TIMEOUT_MS
 from tests.browser.live import ROOT, Labeler, LiveApp, SolutionSpec, add_labeler, queue
 from tests.browser.pages import log_in, press, task_swap, wait_for_task
-from tests.factories import PASSWORD, make_label, make_solution, make_user
+from tests.factories import PASSWORD, make_label, make_solution, make_user, prm_run_metrics
 
 ARTIFACTS = ROOT / "test-artifacts"
 
@@ -171,3 +174,114 @@ def test_two_labelers_label_the_same_solutions_and_agreement_follows(
     agreement.locator("#labelers").scroll_into_view_if_needed()
     ARTIFACTS.mkdir(exist_ok=True)
     agreement.screenshot(path=str(ARTIFACTS / "dashboard-agreement.png"), full_page=True)
+
+
+def test_the_prm_pages_show_intervals_and_pin_a_checkpoint(
+    admin_page: Page, live_app: LiveApp
+) -> None:
+    finished = {
+        "status": RunStatus.SUCCEEDED.value,
+        "started_at": datetime(2026, 5, 1, 9),
+        "finished_at": datetime(2026, 5, 1, 9, 4),
+        "labels_used": 180,
+        "timings": {"grade": 0.4, "data": 1.2, "train": 42.5, "evaluate": 61.0, "compare": 58.3},
+    }
+    kept = prm_run_metrics(auroc=0.69)
+    kept["evaluation"]["step_auroc"] = {"status": "not enough data: 3 held-out problems (needs 5)"}
+    selecting = prm_run_metrics()
+    selecting["selection"] = {
+        "strategy": "convincing_wrong",
+        "queued": 400,
+        "yield": 0.775,
+        "pool_wrong_share": 0.31,
+        "reason": "generation 3 is 85% labeled",
+    }
+    with Session(live_app.engine) as session:
+        session.execute(update(TrainingRun).values(is_current=False))
+        pruned = TrainingRun(**finished, metrics=prm_run_metrics(0.66, current_auroc=None))
+        current = TrainingRun(
+            **finished,
+            metrics=selecting,
+            is_current=True,
+            checkpoint_path="checkpoints/run-2",
+            checkpoint_bytes=540_000_000,
+        )
+        newer = TrainingRun(
+            **finished, metrics=kept, checkpoint_path="checkpoints/run-3", checkpoint_bytes=2_048
+        )
+        session.add_all([pruned, current, newer])
+        session.flush()
+        number = (session.scalar(select(func.max(Generation.number))) or 0) + 1
+        session.add(Generation(number=number, run_id=current.id, selected=400, wrong_answers=310))
+        session.commit()
+        ids = pruned.id, current.id, newer.id
+
+    admin_page.goto("/admin/prm")
+    expect(admin_page.locator("#current-step-auroc .range")).to_have_text("[0.660, 0.750]")
+    row = admin_page.locator(f"#run-{ids[2]}")
+    expect(row).to_contain_text("not enough data: 3 held-out problems (needs 5)")
+    expect(admin_page.locator(f"#run-{ids[0]}")).to_contain_text("pruned")
+    generation = admin_page.locator(f"#generation-{number}")
+    expect(generation).to_contain_text("77.5%")  # 310 wrong of 400
+    expect(generation).to_contain_text("31.0%")  # the pool's share: a uniform pick's yield
+    row.get_by_role("button", name=f"Pin run {ids[2]}'s checkpoint").click()
+    expect(admin_page.locator("#result")).to_contain_text(f"Run {ids[2]}'s checkpoint is pinned")
+    expect(row.locator(".badge")).to_have_text("pinned")  # the live block reloaded
+    with Session(live_app.engine) as session:
+        assert session.scalar(select(TrainingRun.pinned).where(TrainingRun.id == ids[2]))
+    ARTIFACTS.mkdir(exist_ok=True)
+    admin_page.screenshot(path=str(ARTIFACTS / "dashboard-prm.png"), full_page=True)
+
+    admin_page.locator(f"#run-{ids[1]} a").first.click()
+    expect(admin_page).to_have_url(re.compile(f"/admin/prm/runs/{ids[1]}$"))
+    expect(admin_page.locator(".gate-reason")).to_contain_text(
+        "promoted: step_auroc 0.712 [0.660, 0.750] against 0.700 [0.648, 0.738]"
+    )
+    arguments = len(prm_run_metrics()["training_args"])
+    expect(admin_page.locator("#training-args tbody tr")).to_have_count(arguments)
+    admin_page.screenshot(path=str(ARTIFACTS / "dashboard-prm-run.png"), full_page=True)
+
+
+def test_equal_lines_both_show_in_chromium(browser: Browser) -> None:
+    equal = [0.5, 0.625, 0.625, 0.7]
+    markup = line_chart(
+        "Best of N per run",
+        "Two series with the same values.",
+        ["1", "2", "3", "4"],
+        [Series("PRM pick", equal), Series("Majority vote", equal)],
+        kind="share",
+        y_max=1,
+    )
+    css = (ROOT / "static" / "css" / "app.css").read_text()
+    page = browser.new_page(viewport={"width": 800, "height": 400})
+    try:
+        page.set_content(f"<style>{css}</style>{markup}")
+        png = page.locator("svg.chart-svg").screenshot()
+        # Pixels of each series' colour (static/css/app.css), counted in the browser.
+        counts = page.evaluate(COUNT_COLOURS, [base64.b64encode(png).decode(), SERIES_RGB])
+    finally:
+        page.close()
+    assert all(count > 100 for count in counts), counts
+
+
+SERIES_RGB = [[11, 92, 173], [196, 67, 43]]
+"""``series-0`` and ``series-1``."""
+COUNT_COLOURS = """async ([png, colours]) => {
+  const image = new Image();
+  image.src = "data:image/png;base64," + png;
+  await image.decode();
+  const canvas = document.createElement("canvas");
+  canvas.width = image.width;
+  canvas.height = image.height;
+  const context = canvas.getContext("2d");
+  context.drawImage(image, 0, 0);
+  const pixels = context.getImageData(0, 0, canvas.width, canvas.height).data;
+  return colours.map(([r, g, b]) => {
+    let count = 0;
+    for (let i = 0; i < pixels.length; i += 4) {
+      const [red, green, blue] = pixels.slice(i, i + 3);
+      if (Math.abs(red - r) + Math.abs(green - g) + Math.abs(blue - b) < 60) count += 1;
+    }
+    return count;
+  });
+}"""
