@@ -100,7 +100,8 @@ class Settings(BaseSettings):
 
     eval_processbench_per_subset: int = Field(default=60, ge=0)
     """ProcessBench solutions per subset in each of the calibration and test samples;
-    0: all of them (3,400 solutions: on 2 CPU cores about 15 minutes once per base model)."""
+    0: all of them (3,400 solutions, over an hour of feature work on 2 CPU cores in ``head``
+    mode, once per base model: the OlympiadBench and Omni-MATH solutions are long)."""
 
     eval_best_of_n_problems: int = Field(default=40, ge=0)
     """Problems of the best-of-N sample set evaluated (8 samples each); 0: all 100."""

@@ -32,7 +32,7 @@ from worker.cycle import RunOutcome, run_one
 from worker.distributed import RankFailed, Ranks
 from worker.model import resolve_device, training_args_for, use_expandable_cuda_segments
 from worker.pretrained import PRETRAINED, PrepareError, is_prepared, prepare
-from worker.warm import warm_evaluation_cache
+from worker.warm import warm_feature_cache
 
 logger = logging.getLogger("steplabel.worker")
 _stop = threading.Event()
@@ -129,9 +129,9 @@ def _loop(engine: Engine, settings: Settings, ranks: Ranks, should_stop: Callabl
     logger.info("worker started: polling every %ss", settings.worker_poll_seconds)
     if ranks.world_size == 1:
         try:
-            warm_evaluation_cache(settings, should_stop)
+            warm_feature_cache(settings, engine, should_stop)
         except Exception:  # a run would meet the same error and record it; go on to it
-            logger.exception("could not compute the evaluation sets' features")
+            logger.exception("could not compute features ahead of runs")
     while not ranks.on_main(should_stop):
         outcome = run_one(engine, settings, force=False, should_stop=should_stop, ranks=ranks)
         if outcome is None:

@@ -1,10 +1,11 @@
-"""Warm the feature cache with the evaluation sets while the worker waits for labels.
+"""Warm the feature cache while the worker waits for labels.
 
 In ``head`` mode every run scores the same evaluation sets (ProcessBench's calibration and
-test samples, the best-of-N samples) with the same frozen backbone, so their step features
-are computed once and cached (worker/features.py). Computing them when the worker starts,
-rather than in the first run, keeps that run to the labels' own work: on 2 CPU cores the
-sets cost minutes, and labelers need longer than that to make a run's worth of labels.
+test samples, the best-of-N samples) and the unlabeled pool with the same frozen backbone,
+so their step features are computed once and cached (worker/features.py). Computing them
+when the worker starts, rather than in the first run, keeps that run to the labels' own
+work: on 2 CPU cores the sets and a demo's pool cost minutes, and labelers need longer than
+that to make a run's worth of labels.
 """
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
+from sqlalchemy import Engine
+
 from app.config import Settings
+from app.db import transaction
+from worker import repository
 from worker.cycle import feature_cache, training_args_from
 from worker.eval_sets import load_best_of_n, processbench_split
 from worker.pretrained import resolve_base_model
@@ -38,15 +43,26 @@ def evaluation_items(settings: Settings) -> list[tuple[str, list[str]]]:
     ]
 
 
-def warm_evaluation_cache(settings: Settings, should_stop: Callable[[], bool]) -> int:
-    """Compute the evaluation sets' features the cache lacks; the sequences computed.
+def pool_items(engine: Engine) -> list[tuple[str, list[str]]]:
+    """The unlabeled, unqueued solutions a run scores, as worker/cycle.py reads them."""
+    with transaction(engine) as session:
+        return [(p.problem, p.steps) for p in repository.pool(session)]
 
-    Nothing to do outside ``head`` mode (the backbone changes as it trains) or without
-    evaluation sets. Stops early, between two chunks, when ``should_stop`` says so.
+
+def warm_feature_cache(
+    settings: Settings, engine: Engine | None, should_stop: Callable[[], bool]
+) -> int:
+    """Compute the features the cache lacks for the evaluation sets, then for the pool (with
+    an ``engine``); the sequences computed.
+
+    Nothing to do outside ``head`` mode (the backbone changes as it trains). Stops early,
+    between two chunks, when ``should_stop`` says so.
     """
     args = training_args_from(settings)
-    items = evaluation_items(settings)
-    if args.mode != "head" or not items:
+    if args.mode != "head":
+        return 0
+    items = evaluation_items(settings) + (pool_items(engine) if engine is not None else [])
+    if not items:
         return 0
     args = dataclasses.replace(
         args, base_model=resolve_base_model(args.base_model, settings.model_dir)
@@ -61,7 +77,7 @@ def warm_evaluation_cache(settings: Settings, should_stop: Callable[[], bool]) -
         computed += throughput.sequences
         if throughput.sequences:
             logger.info(
-                "evaluation features: %d of %d solutions (%.0f tokens/s)",
+                "features computed ahead of runs: %d of %d solutions (%.0f tokens/s)",
                 min(start + CHUNK, len(items)),
                 len(items),
                 throughput.tokens_per_second,

@@ -1,11 +1,15 @@
-"""The worker computes the evaluation sets' features once, before the first run needs them."""
+"""The worker computes features once, before the first run needs them."""
 
 from pathlib import Path
 
+from sqlalchemy import Engine
+
 from app.config import Settings
+from app.datasets.demo_seed import seed
+from app.db import transaction
 from worker.cycle import feature_cache, training_args_from
 from worker.train import setup
-from worker.warm import evaluation_items, warm_evaluation_cache
+from worker.warm import evaluation_items, pool_items, warm_feature_cache
 
 
 def head_settings(tmp_path: Path, shared_data: Path, **changes: object) -> Settings:
@@ -26,9 +30,9 @@ def test_warming_fills_the_cache_once(tmp_path: Path, shared_data: Path) -> None
     assert len(items) == 4 * 2 * 2 + 8  # calibration and test per subset, 8 samples
 
     # Long solutions are read in several windows (the tiny model's 512 bytes): one entry each.
-    computed = warm_evaluation_cache(settings, lambda: False)
+    computed = warm_feature_cache(settings, None, lambda: False)
     assert computed >= len(items)
-    assert warm_evaluation_cache(settings, lambda: False) == 0, "the second time, all cached"
+    assert warm_feature_cache(settings, None, lambda: False) == 0, "the second time, all cached"
 
     args = training_args_from(settings)
     model, _tokenizer, _ = setup(args)
@@ -38,7 +42,20 @@ def test_warming_fills_the_cache_once(tmp_path: Path, shared_data: Path) -> None
 
 def test_warming_stops_when_asked_and_skips_other_modes(tmp_path: Path, shared_data: Path) -> None:
     full = head_settings(tmp_path, shared_data, train_mode="full")
-    assert warm_evaluation_cache(full, lambda: False) == 0
-    assert warm_evaluation_cache(head_settings(tmp_path, shared_data, eval_dir=None), bool) == 0
+    assert warm_feature_cache(full, None, lambda: False) == 0
+    assert warm_feature_cache(head_settings(tmp_path, shared_data, eval_dir=None), None, bool) == 0
     assert not list(tmp_path.glob("feature-cache/*"))
-    assert warm_evaluation_cache(head_settings(tmp_path, shared_data), lambda: True) == 0
+    assert warm_feature_cache(head_settings(tmp_path, shared_data), None, lambda: True) == 0
+
+
+def test_warming_covers_the_unlabeled_pool(
+    tmp_path: Path, shared_data: Path, engine: Engine
+) -> None:
+    with transaction(engine) as session:
+        seed(session)
+    pool = pool_items(engine)
+    assert pool, "the demo leaves solutions unqueued"
+    settings = head_settings(tmp_path, shared_data, eval_dir=None)
+
+    assert warm_feature_cache(settings, engine, lambda: False) >= len(pool)
+    assert warm_feature_cache(settings, engine, lambda: False) == 0
