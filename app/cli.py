@@ -12,14 +12,15 @@ import typer
 from sqlalchemy.exc import IntegrityError
 
 from app import schema, training, users
+from app.columns import integer_bounds
 from app.config import SettingsError, get_settings
 from app.datasets import importing
 from app.datasets.demo_seed import SeedReport, seed
-from app.datasets.export import EXPORT_FORMATS, ExportFilter, write_export
+from app.datasets.export import EXPORT_FORMATS, ExportError, ExportFilter, write_export
 from app.datasets.reading import ImportLineError, read_files
 from app.db import get_engine, transaction
 from app.labeling import quality
-from app.models import Role
+from app.models import SOLUTIONS, Role
 
 cli = typer.Typer(
     help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False
@@ -35,6 +36,7 @@ Files = Annotated[list[Path], typer.Argument(help="JSONL files ('-' for standard
 SkipInvalid = Annotated[
     bool, typer.Option("--skip-invalid", help="Report bad lines and import the rest.")
 ]
+GENERATION_BOUNDS = integer_bounds(SOLUTIONS.c.generation)
 
 
 def _fail(message: str, status: int = 1) -> None:
@@ -102,7 +104,12 @@ def import_solutions(
     files: Files,
     skip_invalid: SkipInvalid = False,
     generation: Annotated[
-        int, typer.Option(help="The generation new solutions are queued in (-1: screening).")
+        int,
+        typer.Option(
+            help="The generation new solutions are queued in (-1: screening).",
+            min=GENERATION_BOUNDS[0],
+            max=GENERATION_BOUNDS[1],
+        ),
     ] = 0,
     queue: Annotated[
         bool, typer.Option("--queue/--no-queue", help="Put new solutions in the labeling queue.")
@@ -160,8 +167,11 @@ def export(
         include_screening=include_screening,
     )
     _require_current_schema()
-    with transaction() as session, _output(output) as stream:
-        summary = write_export(session, stream, label_filter, export_format)
+    try:
+        with transaction() as session, _output(output) as stream:
+            summary = write_export(session, stream, label_filter, export_format)
+    except ExportError as error:
+        _fail(f"{error}; the export stopped there")
     where = "standard output" if output == "-" else output
     typer.echo(f"wrote {summary.describe()} to {where}", err=True)
 

@@ -3,20 +3,38 @@
 A line looks like ``{labeler, timestamp, generation, is_quality_control_question,
 is_initial_screening_question, question, label}``. Quirks of the real data that the model
 accepts (see shared/data/SOURCES.md): phase-1 questions hold only ``problem`` and
-``ground_truth_answer``; ratings, ``flagged``, ``chosen_completion``, ``human_completion``
-and most question fields can be null; ``human_completion`` is an object.
+``ground_truth_answer``; ratings, ``flagged``, ``chosen_completion``, ``human_completion``,
+a step's ``completions`` (phase 1, where a labeler gave up) and most question fields can be
+null; ``human_completion`` is an object.
 
 Export builds plain dicts in the same key order as the models (json.dumps of them gives back
 the original bytes); a test checks that every exported dict validates against ``Record``.
+Import refuses a line that export would not give back as written: keys in another order or
+a value written otherwise than export writes it (``export_difference``), or a value the
+tables cannot tell from another (an empty list of completions is stored as no rows, as null
+is). So a line that ``json.dumps`` wrote, as PRM800K's were, exports byte for byte.
 """
 
 import json
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    JsonValue,
+    PrivateAttr,
+    Strict,
+    Tag,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
-from app.models import FinishReason
+from app.columns import StoredFloat, fits
+from app.models import LABEL_STEPS, LABELS, FinishReason
 
 # A strict int, so that JSON true is rejected rather than read as +1.
 Rating = Annotated[int, Field(ge=-1, le=1)]
@@ -24,8 +42,9 @@ UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0
 
 
 class _Strict(BaseModel):
-    # Strict: a rating of true or "1" is an error, not a silent conversion.
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # Strict: a rating of true or "1" is an error, not a silent conversion. NaN and
+    # Infinity are not JSON numbers: export could not write them back.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 class Completion(_Strict):
@@ -35,36 +54,63 @@ class Completion(_Strict):
 
 
 class HumanCompletion(BaseModel):
-    """A step the labeler wrote; real lines may carry extra keys such as ``corrected_rating``."""
+    """A step the labeler wrote; real lines may carry extra keys such as ``corrected_rating``.
 
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    Stored as the object it was read as, its keys in their order (``as_json``).
+    """
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True, allow_inf_nan=False)
+    __pydantic_extra__: dict[str, JsonValue]
 
     text: str
     rating: Rating | None
     source: str
     flagged: bool | None
+    _key_order: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_key_order(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        completion = handler(value)
+        if isinstance(value, dict):
+            completion._key_order = tuple(value)
+        return completion
+
+    def as_json(self) -> dict[str, Any]:
+        values = self.model_dump()
+        return {key: values[key] for key in self._key_order or values}
 
 
 class Step(_Strict):
-    completions: list[Completion]
+    completions: list[Completion] | None
     human_completion: HumanCompletion | None
-    chosen_completion: int | None
+    chosen_completion: Annotated[int, fits(LABEL_STEPS.c.chosen_completion)] | None
+
+    @field_validator("completions")
+    @classmethod
+    def _not_empty(cls, completions: list[Completion] | None) -> list[Completion] | None:
+        # A step's completions are rows; no rows export as null, PRM800K's "no completions".
+        if completions == []:
+            raise ValueError("an empty list is stored as null and would export as null")
+        return completions
 
     @model_validator(mode="after")
     def _chosen_exists(self) -> "Step":
         chosen = self.chosen_completion
-        if chosen is not None and not 0 <= chosen < len(self.completions):
+        count = len(self.completions or [])
+        if chosen is not None and not 0 <= chosen < count:
             raise ValueError(
                 f"chosen_completion {chosen} is out of range for "
-                f"{len(self.completions)} completions"
+                + ("completions null" if self.completions is None else f"{count} completions")
             )
         return self
 
 
 class LabelBody(_Strict):
     steps: list[Step]
-    total_time: int | None
-    finish_reason: FinishReason | None
+    total_time: Annotated[int, fits(LABELS.c.total_time)] | None
+    # Not strict: import validates decoded JSON, where a strict enum wants an enum object.
+    finish_reason: Annotated[FinishReason, Strict(False)] | None
 
 
 class Phase1Question(_Strict):
@@ -82,13 +128,17 @@ class Phase2Question(_Strict):
     ground_truth_answer: str | None
     pre_generated_steps: list[str] | None
     pre_generated_answer: str | None
-    pre_generated_verifier_score: float | None
+    pre_generated_verifier_score: StoredFloat | None
+
+
+_PHASE2_ONLY = frozenset(Phase2Question.model_fields) - frozenset(Phase1Question.model_fields)
 
 
 def _question_phase(value: Any) -> str:
+    # Any key only phase 2 has makes it phase 2, so a missing one is reported as missing.
     if isinstance(value, dict):
-        return "phase2" if "pre_generated_steps" in value else "phase1"
-    return "phase2" if hasattr(value, "pre_generated_steps") else "phase1"
+        return "phase2" if _PHASE2_ONLY.intersection(value) else "phase1"
+    return "phase2" if isinstance(value, Phase2Question) else "phase1"
 
 
 Question = Annotated[
@@ -101,8 +151,9 @@ class Record(_Strict):
     """One line of PRM800K: one labeler's labels for one question."""
 
     labeler: Annotated[str, Field(pattern=UUID_PATTERN)]
-    timestamp: datetime
-    generation: int | None
+    # Not strict, as finish_reason; export_difference refuses any form but isoformat's.
+    timestamp: Annotated[datetime, Strict(False)]
+    generation: Annotated[int, fits(LABELS.c.generation)] | None
     is_quality_control_question: bool
     is_initial_screening_question: bool
     question: Question
@@ -113,6 +164,55 @@ class Record(_Strict):
         if self.timestamp.tzinfo is not None:
             raise ValueError("timestamp must be naive UTC, as PRM800K writes it")
         return self
+
+
+def export_difference(record: Record, written: dict[str, Any]) -> str | None:
+    """Where export would not give back ``written``, the decoded line ``record`` came from.
+
+    ``path: what``, or None. Validation has matched every key and value, so what is left to
+    differ is the order of keys, which export writes as the models declare them (a human
+    completion keeps its own), and values stored otherwise than written: a timestamp not in
+    isoformat's form, a score of 1 (stored as 1.0) or -0.0.
+    """
+    question, label = written["question"], written["label"]
+    misplaced = (
+        _misplaced_key("", written, Record)
+        or _misplaced_key("question", question, type(record.question))
+        or _misplaced_key("label", label, LabelBody)
+    )
+    if misplaced:
+        return misplaced
+    step_order, completion_order = _KEY_ORDER[Step], _KEY_ORDER[Completion]
+    for i, step in enumerate(label["steps"]):
+        if tuple(step) != step_order:
+            return _misplaced_key(f"label.steps.{i}", step, Step)
+        for j, completion in enumerate(step["completions"] or ()):
+            if tuple(completion) != completion_order:
+                return _misplaced_key(f"label.steps.{i}.completions.{j}", completion, Completion)
+    values = [("timestamp", written["timestamp"], record.timestamp.isoformat())]
+    if isinstance(record.question, Phase2Question):
+        score = "pre_generated_verifier_score"
+        values.append((f"question.{score}", question[score], getattr(record.question, score)))
+    for path, as_written, as_stored in values:
+        # repr tells 1 from 1.0 and -0.0 from 0.0, as JSON does, at less cost than dumps.
+        if repr(as_written) != repr(as_stored):
+            return f"{path}: {json.dumps(as_written)} would be exported as {json.dumps(as_stored)}"
+    return None
+
+
+_KEY_ORDER: dict[type[BaseModel], tuple[str, ...]] = {
+    model: tuple(model.model_fields)
+    for model in (Record, Phase1Question, Phase2Question, LabelBody, Step, Completion)
+}
+
+
+def _misplaced_key(path: str, written: dict[str, Any], model: type[BaseModel]) -> str | None:
+    order = _KEY_ORDER[model]
+    if tuple(written) == order:
+        return None
+    key = next(key for key, found in zip(order, written, strict=True) if key != found)
+    where = f"{path}.{key}" if path else key
+    return f"{where}: out of order; export writes {', '.join(order)}"
 
 
 def parse_line(line: str | bytes) -> Record:
@@ -128,7 +228,7 @@ def completion_dict(text: str, rating: int | None, flagged: bool | None) -> dict
 
 
 def step_dict(
-    completions: list[dict[str, Any]],
+    completions: list[dict[str, Any]] | None,
     human_completion: dict[str, Any] | None,
     chosen_completion: int | None,
 ) -> dict[str, Any]:
@@ -183,8 +283,8 @@ def record_dict(
 
 
 def dumps(record: dict[str, Any]) -> str:
-    """One JSONL line, with the default settings PRM800K was written with."""
-    return json.dumps(record)
+    """One JSONL line, with the default settings PRM800K was written with; strict JSON."""
+    return json.dumps(record, allow_nan=False)
 
 
 # Import: a validated Record as rows of the label tables.
@@ -228,7 +328,7 @@ def step_rows(record: Record, label_id: int) -> list[dict[str, Any]]:
             "step_index": index,
             "chosen_completion": step.chosen_completion,
             "human_completion": (
-                step.human_completion.model_dump() if step.human_completion else None
+                step.human_completion.as_json() if step.human_completion else None
             ),
         }
         for index, step in enumerate(record.label.steps)
@@ -247,5 +347,5 @@ def completion_rows(record: Record, label_id: int) -> list[dict[str, Any]]:
             "flagged": completion.flagged,
         }
         for step_index, step in enumerate(record.label.steps)
-        for completion_index, completion in enumerate(step.completions)
+        for completion_index, completion in enumerate(step.completions or [])
     ]

@@ -153,3 +153,19 @@ def test_commands_on_an_unmigrated_database_say_to_migrate(
         assert "steplabel migrate" in result.stderr
     assert runner.invoke(cli, ["migrate"]).exit_code == 0
     assert runner.invoke(cli, ["import", "prm800k", str(source)]).exit_code == 0
+
+
+def test_an_infinite_score_stored_before_imports_refused_it_stops_the_export(
+    engine: Engine,
+) -> None:
+    # Every export is strict JSON: one that would need Infinity stops, with a message.
+    with Session(engine) as session:
+        solution = factories.make_solution(session)
+        solution.verifier_score = float("inf")
+        factories.make_label(session, factories.make_user(session, "old"), solution, [[1]])
+        session.commit()
+    result = runner.invoke(cli, ["export", "-o", "-"])
+    assert isinstance(result.exception, SystemExit)
+    assert result.exit_code == 1
+    assert "holds a NaN or infinite score, which JSON cannot write" in result.stderr
+    assert "Infinity" not in result.stdout

@@ -55,6 +55,10 @@ class ExportFilter:
         return query
 
 
+class ExportError(ValueError):
+    """A stored label cannot be written as JSON."""
+
+
 @dataclass
 class ExportSummary:
     lines: int = 0
@@ -135,8 +139,9 @@ def _steps_by_label(session: Session, label_ids: set[int]) -> dict[int, list[dic
         .order_by(STEPS.label_id, STEPS.step_index)
     ).all():
         if label_id in label_ids:
+            # A step without completion rows had null completions (app/prm800k.py).
             steps[label_id].append(
-                prm800k.step_dict(completions.pop((label_id, step_index), []), human, chosen)
+                prm800k.step_dict(completions.pop((label_id, step_index), None), human, chosen)
             )
     return steps
 
@@ -190,7 +195,7 @@ def _step_taken(step: dict[str, Any]) -> dict[str, Any] | None:
     if human is not None:
         # A labeler's own step is correct by construction when they left it unrated.
         return {"text": human["text"], "rating": 1 if human["rating"] is None else human["rating"]}
-    return next((c for c in step["completions"] if c["rating"] == -1), None)
+    return next((c for c in step["completions"] or [] if c["rating"] == -1), None)
 
 
 def write_export(
@@ -214,10 +219,18 @@ def _write_records(
         row = record if export_format == "prm800k" else trl_row(record)
         if row is None:
             continue
-        out.write(prm800k.dumps(row))
+        try:
+            line = prm800k.dumps(row)
+        except ValueError:
+            # Imports refuse them now; a database filled before may still hold one.
+            raise ExportError(
+                f"the label of {record['labeler']} at {record['timestamp']} holds a NaN or "
+                "infinite score, which JSON cannot write"
+            ) from None
+        out.write(line)
         out.write("\n")
         summary.lines += 1
-        summary.step_ratings += sum(len(s["completions"]) for s in record["label"]["steps"])
+        summary.step_ratings += sum(len(s["completions"] or []) for s in record["label"]["steps"])
         summary.by_finish_reason[record["label"]["finish_reason"] or "unfinished"] += 1
 
 

@@ -3,22 +3,24 @@
 Each import runs in the caller's transaction: on the first invalid line it raises
 ImportLineError (``FILE:LINE: what is wrong``) and the caller rolls back, so nothing is
 written. With ``skip_invalid`` the line is reported through ``on_invalid`` and skipped.
+Lines are checked against what the tables can store (app/columns.py) before anything is
+written, so a bad value is a line error on SQLite and Postgres alike, never a database error.
 """
 
-import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sqlalchemy.orm import Session
 
 from app import prm800k
 from app.answers import final_answer, last_boxed, split_steps
+from app.columns import StoredFloat, fits, nul_path, string_length
 from app.datasets import keys
 from app.datasets.bulk import analyze, insert_rows, insert_rows_returning_ids, paused_gc
-from app.datasets.reading import ImportLineError, SourceLine, batched, describe
+from app.datasets.reading import ImportLineError, SourceLine, batched, decode_json, describe
 from app.datasets.store import ConflictError, ProblemSpec, SolutionSpec, Store
 from app.models import (
     LABEL_STEPS,
@@ -105,20 +107,19 @@ def _validate(model: type[BaseModel], line: SourceLine, data: object = None) -> 
     if line.unreadable:
         raise line.error(line.unreadable)
     try:
-        if data is None:
-            return model.model_validate_json(line.text)
-        return model.model_validate(data)
+        value = model.model_validate_json(line.text) if data is None else model.model_validate(data)
     except ValidationError as error:
         raise line.error(describe(error)) from None
+    # JSON writes NUL only as this escape (a raw one is invalid JSON): most lines skip the walk.
+    if "\\u0000" in line.text:
+        where = nul_path(value.model_dump())
+        if where is not None:
+            raise line.error(f"{where}: holds a NUL character (\\u0000), which cannot be stored")
+    return value
 
 
 def _json_object(line: SourceLine) -> dict[str, object]:
-    if line.unreadable:
-        raise line.error(line.unreadable)
-    try:
-        data = json.loads(line.text)
-    except json.JSONDecodeError as error:
-        raise line.error(f"invalid JSON: {error.msg} at column {error.colno}") from None
+    data = decode_json(line)
     if not isinstance(data, dict):
         raise line.error(f"expected a JSON object, got {type(data).__name__}")
     return data
@@ -140,8 +141,12 @@ def import_prm800k(
     seen: set[str] = set()
 
     def parse(line: SourceLine) -> prm800k.Record:
-        record = _validate(prm800k.Record, line)
+        data = _json_object(line)
+        record = _validate(prm800k.Record, line, data)
         assert isinstance(record, prm800k.Record)
+        difference = prm800k.export_difference(record, data)
+        if difference is not None:
+            raise line.error(difference)
         return record
 
     def write(batch: list[_Parsed[prm800k.Record]]) -> None:
@@ -221,7 +226,10 @@ def _insert_labels(
 
 class _Lenient(BaseModel):
     # Problem and solution dumps come from many tools: unknown keys are ignored.
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
+
+
+Subject = Annotated[str, fits(PROBLEMS.c.subject)]
 
 
 class SplitProblem(_Lenient):
@@ -230,9 +238,9 @@ class SplitProblem(_Lenient):
     problem: str
     solution: str | None = None
     answer: str | None
-    subject: str | None = None
+    subject: Subject | None = None
     level: Annotated[int, Field(ge=1, le=5)] | None = None
-    unique_id: str | None = None
+    unique_id: Annotated[str, fits(PROBLEMS.c.source_id)] | None = None
 
 
 class HendrycksProblem(_Lenient):
@@ -240,7 +248,7 @@ class HendrycksProblem(_Lenient):
 
     problem: str
     level: str
-    type: str
+    type: Subject
     solution: str
 
     @model_validator(mode="after")
@@ -304,6 +312,9 @@ def import_problems(
 # Model solutions to label
 
 
+SOURCE_ID_LENGTH = string_length(SOLUTIONS.c.source_id)
+
+
 class SolutionLine(_Lenient):
     """A model sample: a problem (text or unique_id) and steps (a list, or text to split).
 
@@ -315,13 +326,21 @@ class SolutionLine(_Lenient):
     steps: list[str] | None = None
     solution: str | None = None
     answer: str | None = None
-    score: float | None = None
-    generator: str | None = None
+    score: StoredFloat | None = None
+    generator: Annotated[str, fits(SOLUTIONS.c.generator)] | None = None
     id: str | int | None = None
     alternatives: list[list[str]] | None = None
     """Per step, other ways to write it: rated at a negative step (phase 2), or always."""
     style: TaskStyle = TaskStyle.PHASE2
     """phase1: labelers rate every candidate of each step and choose one to continue."""
+
+    @field_validator("id")
+    @classmethod
+    def _id_fits(cls, value: str | int | None) -> str | int | None:
+        # Stored as text, in source_id.
+        if value is not None and len(str(value)) > SOURCE_ID_LENGTH:
+            raise ValueError(f"longer than the {SOURCE_ID_LENGTH} characters stored")
+        return value
 
     @model_validator(mode="after")
     def _complete(self) -> "SolutionLine":

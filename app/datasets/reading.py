@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import BinaryIO, TypeVar
 
 from pydantic import ValidationError
+from pydantic_core import from_json
 
 T = TypeVar("T")
 
@@ -61,6 +62,16 @@ def read_files(paths: Iterable[str | Path]) -> Iterator[SourceLine]:
             yield from read_jsonl(str(path), stream)
 
 
+def decode_json(line: SourceLine) -> object:
+    """The line's JSON value; invalid JSON (nesting past 200 deep too) is a line error."""
+    if line.unreadable:
+        raise line.error(line.unreadable)
+    try:
+        return from_json(line.text)
+    except ValueError as error:
+        raise line.error(f"invalid JSON: {_json_position(str(error))}") from None
+
+
 def describe(error: ValidationError) -> str:
     """Pydantic's errors as ``field.path: message`` pairs, the first few only."""
     first = error.errors()[0]
@@ -83,8 +94,9 @@ def _json_position(message: str) -> str:
     return re.sub(r" at line \d+ column \d+$", " at the end of the line", message)
 
 
-# Tag names of discriminated unions: they show in error locations but are not fields.
-_UNION_TAGS = {"phase1", "phase2"}
+# Tag names of unions, which show in error locations but are not fields: the question's
+# phases, and the kinds of a JSON value (a human completion's extra keys).
+_UNION_TAGS = {"phase1", "phase2", "list", "dict", "str", "int", "float", "bool"}
 
 
 def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:

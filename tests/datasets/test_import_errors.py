@@ -34,7 +34,7 @@ def good_lines(count: int) -> list[str]:
     ("bad_line", "message"),
     [
         ('{"labeler": "e90a38f3-3135-4465-87af-3e6322e3d772", "timestamp": \n', "invalid JSON"),
-        ("[1, 2]\n", "Input should be an object"),
+        ("[1, 2]\n", "expected a JSON object, got list"),
         (
             factories.line({**factories.record(), "labeler": "nobody"}),
             "labeler: String should match",
@@ -113,3 +113,124 @@ def test_blank_lines_are_ignored_but_counted_in_line_numbers(
     path = write_lines(tmp_path / "labels.jsonl", [good_lines(1)[0], "\n", "   \n", "{}\n"])
     result = runner.invoke(cli, ["import", "prm800k", str(path)])
     assert f"{path}:4: " in result.stderr
+
+
+def deeply_nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def with_score(score: str) -> str:
+    """A PRM800K line whose verifier score is written as ``score`` (NaN is not JSON)."""
+    data = factories.record()
+    data["question"]["pre_generated_verifier_score"] = 0.5
+    return factories.line(data).replace('"pre_generated_verifier_score": 0.5', score)
+
+
+GOOD_LINES = {
+    "prm800k": good_lines(2),
+    "problems": [
+        '{"problem": "What is $1+1$?", "answer": "2"}\n',
+        '{"problem": "What is $2+2$?", "answer": "4"}\n',
+    ],
+    "solutions": [
+        '{"problem": "What is $1+1$?", "steps": ["Add.", "It is 2."]}\n',
+        '{"problem": "What is $2+2$?", "steps": ["Add.", "It is 4."]}\n',
+    ],
+}
+
+
+# Issue 16, section 2: each was a traceback (Postgres: a database error), or was stored and
+# then failed later (a NUL in step text: that task could never be submitted).
+@pytest.mark.parametrize(
+    ("kind", "bad_line", "message"),
+    [
+        (
+            "prm800k",
+            factories.line(factories.record(steps=[factories.step(factories.completion("a\0b"))])),
+            "label.steps.0.completions.0.text: holds a NUL character",
+        ),
+        ("problems", '{"problem": "x\\u0000", "answer": "1"}\n', "problem: holds a NUL character"),
+        ("solutions", '{"problem": "p", "steps": ["a", "b\\u0000"]}\n', "steps.1: holds a NUL"),
+        ("problems", '{"problem": "x\\ud800", "answer": "1"}\n', "invalid JSON: "),
+        ("solutions", '{"problem": "x\\ud800", "steps": ["a"]}\n', "invalid JSON: "),
+        (
+            "prm800k",
+            factories.line(factories.record(factories.phase2_question("\ud800?"))),
+            "invalid JSON: ",
+        ),
+        (
+            "problems",
+            f'{{"problem": "p", "answer": "1", "x": {deeply_nested(100_000)}}}\n',
+            "invalid JSON: recursion limit exceeded",
+        ),
+        (
+            "solutions",
+            f'{{"problem": "p", "steps": ["a"], "x": {deeply_nested(100_000)}}}\n',
+            "invalid JSON: recursion limit exceeded",
+        ),
+        (
+            "prm800k",
+            factories.line(factories.record(generation=10**11)),
+            "generation: Input should be less than or equal to 2147483647",
+        ),
+        (
+            "prm800k",
+            factories.line(factories.record(total_time=10**19)),
+            "label.total_time: Input should be less than or equal to 9223372036854775807",
+        ),
+        (
+            "prm800k",
+            with_score('"pre_generated_verifier_score": NaN'),
+            "question.pre_generated_verifier_score: Input should be a finite number",
+        ),
+        (
+            "prm800k",
+            with_score('"pre_generated_verifier_score": -Infinity'),
+            "question.pre_generated_verifier_score: Input should be a finite number",
+        ),
+        (
+            "prm800k",
+            with_score('"pre_generated_verifier_score": 1e400'),
+            "question.pre_generated_verifier_score: Input should be a finite number",
+        ),
+        (
+            "solutions",
+            '{"problem": "p", "steps": ["a"], "score": Infinity}\n',
+            "score: Input should be a finite number",
+        ),
+        (
+            "problems",
+            '{"problem": "p", "answer": "1", "subject": "' + "s" * 65 + '"}\n',
+            "subject: String should have at most 64 characters",
+        ),
+        (
+            "solutions",
+            '{"problem": "p", "steps": ["a"], "generator": "' + "g" * 256 + '"}\n',
+            "generator: String should have at most 255 characters",
+        ),
+        (
+            "solutions",
+            '{"problem": "p", "steps": ["a"], "id": ' + "9" * 256 + "}\n",
+            "id: longer than the 255 characters stored",
+        ),
+    ],
+)
+def test_what_a_database_cannot_store_is_a_line_error(
+    tmp_path: Path, engine: Engine, kind: str, bad_line: str, message: str
+) -> None:
+    lines = GOOD_LINES[kind]
+    path = write_lines(tmp_path / "input.jsonl", [*lines[:1], bad_line, *lines[1:]])
+    result = runner.invoke(cli, ["import", kind, str(path)])
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 1
+    assert f"{path}:2: {message}" in result.stderr
+    assert "nothing was imported" in result.stderr
+    assert set(count_rows(engine).values()) == {0}
+
+
+def test_a_generation_out_of_range_is_refused(tmp_path: Path, engine: Engine) -> None:
+    path = write_lines(tmp_path / "solutions.jsonl", GOOD_LINES["solutions"])
+    result = runner.invoke(cli, ["import", "solutions", "--generation", "100000000000", str(path)])
+    assert result.exit_code == 2
+    assert "Invalid value for '--generation'" in result.stderr and "2147483647" in result.stderr
+    assert set(count_rows(engine).values()) == {0}

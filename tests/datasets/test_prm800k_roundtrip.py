@@ -3,6 +3,7 @@
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
@@ -11,7 +12,7 @@ from sqlalchemy.orm import Session
 from app import prm800k
 from app.datasets.export import ExportFilter, iter_records, write_export
 from app.datasets.importing import import_prm800k
-from app.datasets.reading import read_files, read_jsonl
+from app.datasets.reading import ImportLineError, read_files, read_jsonl
 from app.models import Label, LabelStep, Problem, Solution, StepCompletion, User
 from tests import factories
 
@@ -40,6 +41,79 @@ def test_real_lines_round_trip_byte_for_byte(session: Session, shared_data: Path
     original = (shared_data / "prm800k_raw_samples.jsonl").read_text()
     import_prm800k(session, read_files([shared_data / "prm800k_raw_samples.jsonl"]))
     assert export_text(session) == original
+
+
+def give_up_line(shared_data: Path) -> str:
+    """Issue 16's case: a real phase-1 label, given up at a step with null completions."""
+    lines = (shared_data / "prm800k_raw_samples.jsonl").read_text().splitlines()
+    record = json.loads(lines[3])
+    no_completions = {"completions": None, "human_completion": None, "chosen_completion": None}
+    record["label"]["steps"].append(no_completions)
+    record["label"]["finish_reason"] = "give_up"
+    return json.dumps(record) + "\n"
+
+
+def test_a_step_with_null_completions_round_trips(session: Session, shared_data: Path) -> None:
+    text = give_up_line(shared_data)
+    import_text(session, text)
+    assert export_text(session) == text
+    last = session.scalars(select(LabelStep).order_by(LabelStep.step_index.desc())).first()
+    assert last is not None and last.step_index == 7 and last.completions == []
+    trl = json.loads(export_text(session, fmt="trl"))
+    assert len(trl["completions"]) == len(trl["labels"]) == 7
+
+
+def test_an_empty_list_of_completions_is_refused(session: Session) -> None:
+    # Stored as no rows, it could not be told from null, and would export as null.
+    text = factories.line(factories.record(steps=[factories.step(chosen=None)]))
+    with pytest.raises(ImportLineError, match=r"^input.jsonl:1: label.steps.0.completions: "):
+        import_text(session, text)
+
+
+def test_a_human_completion_keeps_its_key_order(session: Session) -> None:
+    human = {"corrected_rating": 1, **factories.human_completion("$3x=15$")}
+    wrong = factories.completion("$3x = 29$", -1, False)
+    text = factories.line(factories.record(steps=[factories.step(wrong, human=human, chosen=None)]))
+    import_text(session, text)
+    assert export_text(session) == text
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda r: r["label"].update(steps=r["label"].pop("steps")),
+            "label.steps: out of order; export writes steps, total_time, finish_reason",
+        ),
+        (
+            lambda r: r.update(timestamp="2022-11-22T16:51:29.98"),
+            'timestamp: "2022-11-22T16:51:29.98" would be exported as "2022-11-22T16:51:29.980000"',
+        ),
+        (
+            lambda r: r["question"].update(pre_generated_verifier_score=1),
+            "question.pre_generated_verifier_score: 1 would be exported as 1.0",
+        ),
+        (
+            lambda r: r["question"].update(pre_generated_verifier_score=-0.0),
+            "question.pre_generated_verifier_score: -0.0 would be exported as 0.0",
+        ),
+    ],
+)
+def test_a_line_export_would_not_give_back_is_refused(
+    session: Session, change: Any, message: str
+) -> None:
+    record = factories.record()
+    change(record)
+    with pytest.raises(ImportLineError) as refused:
+        import_text(session, factories.line(record))
+    assert str(refused.value) == f"input.jsonl:1: {message}"
+    assert session.scalar(select(func.count()).select_from(Label)) == 0
+
+
+def test_json_written_another_way_exports_as_prm800k_writes_it(session: Session) -> None:
+    record = factories.edge_case_records()[8]
+    import_text(session, json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+    assert export_text(session) == factories.line(record)
 
 
 def test_edge_cases_round_trip_byte_for_byte(session: Session) -> None:
