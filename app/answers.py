@@ -3,17 +3,22 @@
 import re
 
 ANSWER_HEADING = "# Answer"
-_ANSWER_SECTION = re.compile(r"(?:^|\n)# Answer[ \t]*\n(.*)\Z", re.DOTALL)
+_ANSWER_SECTION = re.compile(r"(?:^|\n)# Answer[ \t]*(?:\n(.*))?\Z", re.DOTALL)
 _BOXED = re.compile(r"\\(?:boxed|fbox)\b")
+
+
+def split_answer_section(text: str) -> tuple[str, str | None]:
+    """The text before a trailing ``# Answer`` heading, and the answer after it (None when
+    there is no heading or nothing after it), as PRM800K's last step carries them."""
+    match = _ANSWER_SECTION.search(text)
+    if match is None:
+        return text, None
+    return text[: match.start()].rstrip(), (match.group(1) or "").strip() or None
 
 
 def answer_section(text: str) -> str | None:
     """The answer after a trailing ``# Answer`` heading, as PRM800K's last step carries it."""
-    match = _ANSWER_SECTION.search(text)
-    if match is None:
-        return None
-    answer = match.group(1).strip()
-    return answer or None
+    return split_answer_section(text)[1]
 
 
 def last_boxed(text: str) -> str | None:

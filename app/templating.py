@@ -11,6 +11,7 @@ from jinja2 import Environment, FileSystemLoader
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
+from app.answers import split_answer_section
 from app.auth import csrf_token
 
 _ASY_BLOCK = re.compile(r"\[asy\](.*?)\[/asy\]", re.DOTALL)
@@ -30,6 +31,19 @@ def math_text(text: str | None) -> Markup:
         position = match.end()
     parts.append(escape(text[position:]))
     return Markup("").join(parts)
+
+
+def step_text(text: str | None) -> Markup:
+    """A solution step for the labeling page: its ``# Answer`` heading, as PRM800K writes the
+    final step, shows as an "Answer:" label before the answer, typeset as math."""
+    body, answer = split_answer_section(text or "")
+    if answer is None:
+        return math_text(body)
+    # PRM800K answers are bare LaTeX ("\\frac{1}{2}"); one that has its own delimiters keeps them.
+    math = answer if "$" in answer or "\\(" in answer else f"${answer}$"
+    return math_text(body) + Markup(
+        '<span class="step-answer"><span class="step-answer-label">Answer:</span> {}</span>'
+    ).format(math_text(math))
 
 
 # Number formats, as filters rather than macros: a filter is a plain call, several times
@@ -85,6 +99,7 @@ def make_templates(directory: Path) -> Jinja2Templates:
         lstrip_blocks=True,
     )
     environment.filters["math_text"] = math_text
+    environment.filters["step_text"] = step_text
     environment.filters["markdown"] = markdown
     environment.filters["number"] = number
     environment.filters["counted"] = counted

@@ -11,7 +11,14 @@ from app.db import DbSession, core_autocommit, in_database_thread
 from app.labeling import service
 from app.labeling.queue import Lease, assign_new, extend_lease, lease_of, resume
 from app.labeling.service import TaskView
-from app.labeling.submission import SavedLabel, SubmissionError, SubmissionInput, save_label
+from app.labeling.submission import (
+    NOTE_MAX_CHARS,
+    LeaseLost,
+    SavedLabel,
+    SubmissionError,
+    SubmissionInput,
+    save_label,
+)
 from app.models import utc_now
 from app.templating import render, wants_fragment
 
@@ -31,6 +38,7 @@ async def next_task(request: Request, login: LoggedIn) -> HTMLResponse:
     context = {
         "task": task,
         "waiting_for_approval": task is None and not viewer.is_approved,
+        "note_max_chars": NOTE_MAX_CHARS,
     }
     block = "task" if wants_fragment(request) else None
     return render(request, "label.html", context, block=block)
@@ -62,6 +70,8 @@ def _submit(login: Login, assignment_id: int, body: SubmissionInput) -> SavedLab
         rules = service.queue_rules(connection, get_settings())
         try:
             return save_label(connection, task, viewer, body, overlap=rules.overlap)
+        except LeaseLost as error:
+            raise HTTPException(409, str(error)) from None
         except SubmissionError as error:
             raise HTTPException(422, str(error)) from None
 

@@ -42,6 +42,9 @@ from app.statements import INSERTS, AnyRow, insert_values, rows_changed, run
 Rating = Annotated[int, Field(ge=-1, le=1, strict=True)]
 MAX_TASK_TIME = timedelta(hours=8)
 """Longer than any real sitting: a page left open overnight does not count as work."""
+NOTE_MAX_CHARS = 2000
+"""The longest note a give-up or bad-problem label keeps, in characters, spaces around it
+not counted. A longer one is refused with a message, never cut."""
 
 
 class StepInput(BaseModel):
@@ -64,11 +67,16 @@ class SubmissionInput(BaseModel):
     finish_reason: FinishReason
     total_time: Annotated[int, Field(ge=0)]
     """Milliseconds the labeler spent, as the page measured it."""
-    note: Annotated[str, Field(max_length=2000)] = ""
+    note: str = ""
+    """Why the labeler gave up or found the problem bad; at most NOTE_MAX_CHARS."""
 
 
 class SubmissionError(ValueError):
     """The submission breaks a labeling rule; the message says which, for the labeler."""
+
+
+class LeaseLost(SubmissionError):
+    """The task is no longer the labeler's: its lease ran out and another labeler took it."""
 
 
 class RatedSolution(Protocol):
@@ -94,10 +102,14 @@ def check_submission(solution: RatedSolution, submission: SubmissionInput) -> No
         _check_phase1(solution, submission)
     else:
         _check_phase2(solution, submission)
-    if submission.finish_reason in (FinishReason.GIVE_UP, FinishReason.BAD_PROBLEM) and not (
-        submission.note.strip()
-    ):
+    note = submission.note.strip()
+    if submission.finish_reason in (FinishReason.GIVE_UP, FinishReason.BAD_PROBLEM) and not note:
         raise SubmissionError(f"{submission.finish_reason.value}: say why, in a few words")
+    if len(note) > NOTE_MAX_CHARS:
+        raise SubmissionError(
+            f"the note has {len(note):,} characters, more than the {NOTE_MAX_CHARS:,} allowed:"
+            " shorten it"
+        )
 
 
 def _check_phase2(solution: RatedSolution, submission: SubmissionInput) -> None:
@@ -272,7 +284,7 @@ def save_label(
         return _saved_before(connection, label["dedupe_key"], labeler)
     if not completed:
         # Written in turn (SQLite): the caller's transaction rolls back, the label with it.
-        raise SubmissionError("this task is no longer yours: its lease ran out")
+        raise LeaseLost("this task is no longer yours: its lease ran out")
     return SavedLabel(label_id, created=True)
 
 
@@ -422,7 +434,7 @@ def _saved_before(connection: Connection, dedupe_key: str, labeler: Labeler) -> 
     """The label a first submit of this task stored; an error if it is someone else's."""
     saved = run(connection, _SAVED_LABEL, {"dedupe_key": dedupe_key}).first()
     if saved is None or saved.labeler_id != labeler.id:
-        raise SubmissionError("this task is no longer yours: its lease ran out")
+        raise LeaseLost("this task is no longer yours: its lease ran out")
     return SavedLabel(saved.id, created=False)
 
 

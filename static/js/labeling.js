@@ -4,13 +4,15 @@
 // Phase-1 tasks: rate every candidate of a step, continue with the best one (or choose
 // another, or write your own when none is positive), and go on to the next step.
 //
-// Ratings live here until submit, and in localStorage so a reload or a crash loses
-// nothing. Submitting is idempotent on the server, so a retry is always safe.
+// Ratings, and the history that `u` undoes, live here until submit, and in localStorage
+// so a reload or a crash loses nothing. Submitting is idempotent on the server, so a retry
+// is always safe.
 (function () {
   "use strict";
 
   var HEARTBEAT_MS = 5 * 60 * 1000;
   var task = null; // the state of the task on the page
+  var footerWatch = null; // keeps the page's scroll padding the sticky footer's height
 
   function csrfToken() {
     return document.querySelector('meta[name="csrf-token"]').content;
@@ -19,6 +21,8 @@
   function init(section) {
     if (task && task.heartbeat) clearInterval(task.heartbeat);
     task = null;
+    if (footerWatch) footerWatch.disconnect();
+    document.documentElement.style.scrollPaddingBottom = "";
     if (!section || !section.dataset.taskId) return;
     var steps = Array.prototype.slice.call(section.querySelectorAll("li.step"));
     var phase1 = section.dataset.style === "phase1";
@@ -45,6 +49,7 @@
     };
     restoreDraft();
     wireButtons();
+    padForFooter(section.querySelector(".task-footer"));
     task.heartbeat = setInterval(heartbeat, HEARTBEAT_MS);
     if (window.steplabelRenderMath) window.steplabelRenderMath(section);
     render();
@@ -147,9 +152,28 @@
     changed();
   }
 
-  function flagTarget() {
-    var k = frontier();
-    return Math.min(k, task.steps.length - 1);
+  // The step whose button (or text box) has the focus, if any.
+  function focusedStep() {
+    var element = document.activeElement;
+    var item = element && element.closest ? element.closest("li.step") : null;
+    return item ? task.steps.indexOf(item) : -1;
+  }
+
+  // The step the labeler is on: the focused one, else the highlighted one (the last once
+  // all are rated).
+  function cursorStep() {
+    var focused = focusedStep();
+    return focused !== -1 ? focused : Math.min(frontier(), task.steps.length - 1);
+  }
+
+  // Scrolling a step or a focused button into view leaves it clear of the sticky footer.
+  function padForFooter(footer) {
+    function pad() {
+      document.documentElement.style.scrollPaddingBottom = footer.offsetHeight + 16 + "px";
+    }
+    pad();
+    footerWatch = new ResizeObserver(pad);
+    footerWatch.observe(footer);
   }
 
   function changed() {
@@ -286,21 +310,61 @@
       reason === "bad_problem" ? "What is wrong with the problem?" : "Why are you giving up?";
     var form = dialog.querySelector("form");
     var textarea = dialog.querySelector("textarea");
+    var counter = dialog.querySelector(".note-count");
+    var send = form.querySelector('[value="confirm"]');
     dialog.returnValue = "";
-    // `required` accepts spaces: refuse a blank reason here, with a message, not silently.
+    // `required` accepts spaces, and the server refuses a note over the limit: say so here,
+    // and keep the dialog open, rather than send what would be refused.
     form.onsubmit = function (event) {
-      if (event.submitter && event.submitter.value === "confirm" && !textarea.value.trim()) {
+      if (!event.submitter || event.submitter.value !== "confirm") return;
+      var problem = noteProblem(textarea.value, Number(counter.dataset.max));
+      if (problem) {
         event.preventDefault();
-        textarea.setCustomValidity("Say why, in a few words.");
+        textarea.setCustomValidity(problem);
         textarea.reportValidity();
       }
     };
-    textarea.oninput = function () { textarea.setCustomValidity(""); };
+    textarea.oninput = function () {
+      textarea.setCustomValidity("");
+      countNote(textarea.value, counter);
+    };
+    textarea.onkeydown = function (event) {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+        event.preventDefault();
+        form.requestSubmit(send);
+      }
+    };
+    countNote(textarea.value, counter);
     dialog.onclose = function () {
       var note = textarea.value.trim();
       if (dialog.returnValue === "confirm" && note) submit(reason, note);
     };
     dialog.showModal();
+  }
+
+  // A note's length as the server counts it: characters (not UTF-16 units), spaces around
+  // it left out.
+  function noteLength(note) {
+    return Array.from(note.trim()).length;
+  }
+
+  function noteProblem(note, max) {
+    var length = noteLength(note);
+    if (!length) return "Say why, in a few words.";
+    if (length > max) {
+      return "The note has " + length.toLocaleString("en") + " characters, more than the " +
+        max.toLocaleString("en") + " allowed: shorten it to send it.";
+    }
+    return "";
+  }
+
+  function countNote(note, counter) {
+    var max = Number(counter.dataset.max);
+    var length = noteLength(note);
+    var text = length.toLocaleString("en") + " / " + max.toLocaleString("en") + " characters";
+    if (length > max) text += ": " + (length - max).toLocaleString("en") + " too many";
+    counter.textContent = text;
+    counter.classList.toggle("over", length > max);
   }
 
   function submitComplete() {
@@ -350,13 +414,24 @@
           window.location.href = "/login?next=/label/next";
           return null;
         }
-        return response.json().then(function (data) { return { ok: response.ok, data: data }; });
+        return response.json().then(function (data) {
+          return { ok: response.ok, status: response.status, data: data };
+        });
       })
       .then(function (result) {
         if (!result) return;
+        if (result.status === 404 || result.status === 409) {
+          // Not this labeler's any more: nothing to retry, so on to the next task.
+          localStorage.removeItem(draftKey());
+          loadNext("This task is no longer yours: its lease ran out and it went to another " +
+            "labeler, so these ratings were not saved. Here is your next task.", true);
+          return;
+        }
         if (!result.ok) throw new Error(detail(result.data));
         localStorage.removeItem(draftKey());
-        loadNext(result.data.created ? "Saved." : "Already submitted: the first submission was kept.");
+        if (result.data.created) loadNext("Saved.");
+        else loadNext("This task was already sent, from another tab or an earlier try: the " +
+          "first submission was kept, not this one. Here is your next task.", true);
       })
       .catch(function (error) {
         if (task && task.section === section) {
@@ -377,11 +452,16 @@
     return (data && data.detail) || "The server refused the label.";
   }
 
-  function loadNext(message) {
+  // Swap in the next task, from its top, with a message above it (a warning: set apart).
+  function loadNext(message, warning) {
     htmx.ajax("GET", "/label/next", { target: "#task", swap: "outerHTML" }).then(function () {
       init(document.getElementById("task"));
       var flash = document.querySelector(".flash");
-      if (flash) flash.textContent = message;
+      if (flash) {
+        flash.textContent = message;
+        flash.classList.toggle("warning", !!warning);
+      }
+      window.scrollTo(0, 0);
     });
   }
 
@@ -423,7 +503,7 @@
   function saveDraft() {
     var draft = {
       ratings: task.ratings, flags: task.flags, alternatives: task.alternatives,
-      chosen: task.chosen, human: task.human, elapsed: elapsedMs(),
+      chosen: task.chosen, human: task.human, history: task.history, elapsed: elapsedMs(),
     };
     try {
       localStorage.setItem(draftKey(), JSON.stringify(draft));
@@ -443,6 +523,7 @@
     task.alternatives = draft.alternatives;
     task.chosen = draft.chosen || task.chosen;
     task.human = draft.human || task.human;
+    task.history = Array.isArray(draft.history) ? draft.history : [];
     task.elapsed = draft.elapsed || 0;
   }
 
@@ -467,13 +548,19 @@
     var current = target();
     if (event.key in values) {
       if (current) rate(current.step, current.alternative, values[event.key]);
+      // The keys rate the highlighted step: the labeler is back on it, not on a focused one.
+      if (focusedStep() !== -1) document.activeElement.blur();
     } else if (event.key === "f") {
-      toggleFlag(flagTarget());
+      toggleFlag(cursorStep());
     } else if (event.key === "u") {
       undo();
     } else if (event.key === "Enter") {
       if (event.target && event.target.tagName === "BUTTON" && event.target.dataset.rating) event.preventDefault();
       submitComplete();
+    } else if (event.key === "b") {
+      askReason("bad_problem");
+    } else if (event.key === "g") {
+      askReason("give_up");
     } else if (event.key === "?") {
       showKeys();
     } else {

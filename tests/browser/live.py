@@ -49,6 +49,7 @@ class SolutionSpec:
     problem_text: str | None = None
     answer: str | None = None
     """The reference answer; the factory's default when None."""
+    style: str = "phase2"
 
 
 @contextmanager
@@ -129,6 +130,7 @@ def queue(engine: Engine, *specs: SolutionSpec) -> list[int]:
             )
             if spec.answer is not None:
                 solution.answer = solution.problem.ground_truth_answer = spec.answer
+            solution.style = spec.style
             solutions.append(solution)
         session.commit()
         return [solution.id for solution in solutions]

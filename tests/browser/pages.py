@@ -34,6 +34,11 @@ def step(page: Page, number: int) -> Locator:
     return page.locator(f"#task li.step[data-step='{number - 1}']")
 
 
+def flag(container: Locator) -> Locator:
+    """The step's Unsure button."""
+    return container.get_by_role("button", name="unsure")
+
+
 def pressed(container: Locator) -> Locator:
     """The pressed rating buttons of a step (not of its alternatives) or of an alternative."""
     return container.locator(

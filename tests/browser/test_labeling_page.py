@@ -6,6 +6,7 @@ test exports the database as PRM800K and finds exactly the labels the others mad
 
 import io
 import json
+import re
 
 import pytest
 from playwright.sync_api import Page, Request, Route, expect
@@ -19,11 +20,13 @@ from tests.browser.live import (
     Labeler,
     LiveApp,
     SolutionSpec,
+    add_labeler,
     labels_of,
     queue,
     ratings,
 )
 from tests.browser.pages import (
+    flag,
     log_in,
     press,
     pressed,
@@ -275,9 +278,13 @@ def test_double_enter_and_a_second_submit_store_one_label(
     press(other_tab, "22")
     with task_swap(other_tab):
         other_tab.keyboard.press("Enter")
-    expect(other_tab.locator(".flash")).to_have_text(
-        "Already submitted: the first submission was kept."
+    flash = other_tab.locator(".flash")
+    expect(flash).to_have_text(
+        "This task was already sent, from another tab or an earlier try: the first submission"
+        " was kept, not this one. Here is your next task."
     )
+    expect(flash).to_have_class(re.compile(r"\bwarning\b"))
+    expect(flash).to_be_in_viewport()
 
     [label] = labels_of(live_app.engine, labeler)
     assert (label.solution_id, label.finish_reason) == (solution, "solution")
@@ -370,6 +377,167 @@ def test_enter_on_a_focused_button_presses_it(
     page.get_by_role("button", name="Bad problem").focus()
     page.keyboard.press("Enter")
     expect(page.locator("#task .reason-dialog")).to_be_visible(timeout=1000)
+
+
+def test_a_task_taken_over_meanwhile_is_left_with_a_message(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    queue(live_app.engine, TWO_STEPS, THREE_STEPS)
+    log_in(page, labeler)
+    task = wait_for_task(page, 2)
+    # The lease ran out while the page stayed open, and another labeler took the task.
+    other = add_labeler(live_app.engine, f"{labeler.name}-other")
+    with Session(live_app.engine) as session:
+        assignment = session.get(Assignment, int(task))
+        assert assignment is not None
+        assignment.labeler_id = other.id
+        session.commit()
+
+    press(page, "33")
+    with task_swap(page):
+        page.keyboard.press("Enter")
+    flash = page.locator(".flash")
+    expect(flash).to_have_text(
+        "This task is no longer yours: its lease ran out and it went to another labeler, so"
+        " these ratings were not saved. Here is your next task."
+    )
+    expect(flash).to_be_in_viewport()
+    wait_for_task(page, 3)
+    assert labels_of(live_app.engine, labeler) == []
+
+
+def test_f_flags_the_focused_step(live_app: LiveApp, labeler: Labeler, page: Page) -> None:
+    queue(live_app.engine, THREE_STEPS)
+    log_in(page, labeler)
+    wait_for_task(page, 3)
+    press(page, "33")
+    expect(status(page)).to_have_text("Rate step 3 of 3.")
+
+    # Back to step 1 with Shift+Tab, from its own Unsure button to the rating before it.
+    flag(step(page, 1)).focus()
+    page.keyboard.press("Shift+Tab")
+    expect(step(page, 1).get_by_role("button", name="positive")).to_be_focused()
+    page.keyboard.press("f")
+    expect(flag(step(page, 1))).to_have_attribute("aria-pressed", "true")
+    expect(flag(step(page, 3))).to_have_attribute("aria-pressed", "false")
+
+    # A rating key rates the highlighted step, and puts the labeler back on it.
+    press(page, "3f")
+    expect(flag(step(page, 3))).to_have_attribute("aria-pressed", "true")
+    expect(flag(step(page, 1))).to_have_attribute("aria-pressed", "true")
+    with task_swap(page):
+        page.keyboard.press("Enter")
+    expect_queue_empty(page)
+
+    [label] = labels_of(live_app.engine, labeler)
+    assert [s.completions[0].flagged for s in label.steps] == [True, False, True]
+
+
+def test_undo_reaches_back_past_a_reload(live_app: LiveApp, labeler: Labeler, page: Page) -> None:
+    queue(live_app.engine, THREE_STEPS)
+    log_in(page, labeler)
+    wait_for_task(page, 3)
+    press(page, "32")
+    expect(status(page)).to_have_text("Rate step 3 of 3.")
+
+    page.reload()
+    expect(status(page)).to_have_text("Rate step 3 of 3.")
+    page.keyboard.press("u")
+    expect(status(page)).to_have_text("Rate step 2 of 3.")
+    expect(pressed(step(page, 2))).to_have_count(0)
+    expect(step(page, 3)).to_be_hidden()
+    page.reload()
+    expect(status(page)).to_have_text("Rate step 2 of 3.")
+    page.keyboard.press("u")
+    expect(status(page)).to_have_text("Rate step 1 of 3.")
+    expect(pressed(step(page, 1))).to_have_count(0)
+
+    page.keyboard.press("1")
+    with task_swap(page):
+        page.keyboard.press("Enter")
+    expect_queue_empty(page)
+    [label] = labels_of(live_app.engine, labeler)
+    assert ratings(label) == [[-1]]
+
+
+def test_keys_for_bad_problem_and_give_up_are_listed_with_the_others(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    queue(live_app.engine, TWO_STEPS)
+    log_in(page, labeler)
+    wait_for_task(page, 2)
+    page.keyboard.press("?")
+    keys = page.locator("#task .keys-dialog")
+    expect(keys.locator("dt")).to_contain_text(["f", "u", "Enter", "b", "g", "Ctrl+Enter"])
+    terms, definitions = keys.locator("dt"), keys.locator("dd")
+    listed = dict(zip(terms.all_inner_texts(), definitions.all_inner_texts(), strict=True))
+    assert listed["b"] == "bad problem: say what is wrong with it"
+    assert listed["g"] == "give up: say why"
+    assert listed["Ctrl+Enter"] == "in a text box: use the step you wrote, or send the note"
+    page.keyboard.press("Escape")
+    expect(keys).to_be_hidden()
+
+    dialog = page.locator("#task .reason-dialog")
+    page.keyboard.press("b")
+    expect(dialog.get_by_role("heading")).to_have_text("What is wrong with the problem?")
+    page.keyboard.press("Escape")
+    expect(dialog).to_be_hidden()
+    expect(status(page)).to_have_text("Rate step 1 of 2.")
+    page.keyboard.press("g")
+    expect(dialog.get_by_role("heading")).to_have_text("Why are you giving up?")
+    page.keyboard.type("Too long to check by hand.")
+    with task_swap(page):
+        page.keyboard.press("Control+Enter")
+    expect_queue_empty(page)
+
+    [label] = labels_of(live_app.engine, labeler)
+    assert (label.finish_reason, label.note) == ("give_up", "Too long to check by hand.")
+
+
+def test_a_note_over_the_limit_is_counted_and_refused(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    queue(live_app.engine, TWO_STEPS)
+    log_in(page, labeler)
+    task = wait_for_task(page, 2)
+    page.get_by_role("button", name="Give up").click()
+    dialog = page.locator("#task .reason-dialog")
+    note_box, counter = dialog.get_by_role("textbox"), dialog.locator(".note-count")
+    expect(counter).to_have_text("0 / 2,000 characters")
+
+    note_box.fill("x" * 2001)  # as a paste: maxlength would cut it here, silently
+    assert note_box.input_value() == "x" * 2001
+    expect(counter).to_have_text("2,001 / 2,000 characters: 1 too many")
+    expect(counter).to_have_class(re.compile(r"\bover\b"))
+    dialog.get_by_role("button", name="Submit").click()
+    expect(dialog).to_be_visible()
+    assert note_box.evaluate("box => box.validationMessage") == (
+        "The note has 2,001 characters, more than the 2,000 allowed: shorten it to send it."
+    )
+
+    # The server refuses it too, with a message, rather than cut it.
+    answer = page.evaluate(
+        """async ([url, note]) => {
+            const token = document.querySelector('meta[name="csrf-token"]').content;
+            const body = {steps: [], finish_reason: "give_up", total_time: 1000, note: note};
+            const response = await fetch(url, {method: "POST", body: JSON.stringify(body),
+                headers: {"Content-Type": "application/json", "X-CSRF-Token": token}});
+            return [response.status, await response.json()];
+        }""",
+        [f"/api/tasks/{task}/label", "y" * 2001],
+    )
+    assert answer == [
+        422,
+        {"detail": "the note has 2,001 characters, more than the 2,000 allowed: shorten it"},
+    ]
+
+    note_box.press("Backspace")
+    expect(counter).to_have_text("2,000 / 2,000 characters")
+    with task_swap(page):
+        dialog.get_by_role("button", name="Submit").click()
+    expect_queue_empty(page)
+    [label] = labels_of(live_app.engine, labeler)
+    assert label.note == "x" * 2000
 
 
 def test_export_holds_exactly_the_labels_made(live_app: LiveApp) -> None:

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.main import create_app
 from app.models import Label, Role
-from app.templating import math_text
+from app.templating import math_text, step_text
 from app.users import deactivate, reset_password
 from tests.factories import PASSWORD, make_solution
 from tests.web import add_user, csrf_from, log_in
@@ -124,6 +124,27 @@ def test_submit_is_idempotent_and_rules_answer_422(
         assert session.scalar(select(func.count()).select_from(Label)) == 1
 
 
+def test_a_note_over_the_limit_answers_422_and_stores_nothing(
+    app_client: TestClient, engine: Engine, queued: list[int]
+) -> None:
+    headers = {"X-CSRF-Token": labeler(app_client, engine)}
+    page = app_client.get("/label/next").text
+    assert 'data-max="2000"' in page and "0 / 2,000 characters" in page
+    url = f"/api/tasks/{task_id(page)}/label"
+    body = {"steps": [], "finish_reason": "give_up", "total_time": 1000}
+    refused = app_client.post(url, json={**body, "note": "x" * 2001}, headers=headers)
+    assert refused.status_code == 422
+    assert refused.json() == {
+        "detail": "the note has 2,001 characters, more than the 2,000 allowed: shorten it"
+    }
+    with Session(engine) as session:
+        assert session.scalar(select(func.count()).select_from(Label)) == 0
+    saved = app_client.post(url, json={**body, "note": "x" * 2000}, headers=headers)
+    assert saved.json()["created"] is True
+    with Session(engine) as session:
+        assert session.scalar(select(Label.note)) == "x" * 2000
+
+
 def test_next_task_fragment_for_htmx(
     app_client: TestClient, engine: Engine, queued: list[int]
 ) -> None:
@@ -208,6 +229,8 @@ def test_default_guidelines_explain_the_ratings(app_client: TestClient, engine: 
     page = app_client.get("/guidelines").text
     for word in ("Positive", "Neutral", "Negative", "Bad problem", "Give up"):
         assert word in page
+    # The labeling page shows the reference answer under the problem.
+    assert "reference answer, below the problem" in page and "above" not in page
 
 
 def test_my_work_counts_tasks_and_median_time(
@@ -229,6 +252,31 @@ def test_unapproved_labeler_without_screening_waits(app_client: TestClient, engi
     log_in(app_client, "newcomer")
     page = app_client.get("/label/next").text
     assert "your screening is done" in page
+
+
+@pytest.mark.parametrize(
+    ("step", "html"),
+    [
+        ("Add: $2+2=4$.", "Add: $2+2=4$."),
+        (
+            "So it is $4$.\n\n# Answer\n\n4",
+            'So it is $4$.<span class="step-answer"><span class="step-answer-label">Answer:'
+            "</span> $4$</span>",
+        ),
+        (
+            "# Answer\n\n\\frac{1}{2}",
+            '<span class="step-answer"><span class="step-answer-label">Answer:</span>'
+            " $\\frac{1}{2}$</span>",
+        ),
+        (
+            "Done.\n# Answer\n\n$x<1$",
+            'Done.<span class="step-answer"><span class="step-answer-label">Answer:</span>'
+            " $x&lt;1$</span>",
+        ),
+    ],
+)
+def test_a_steps_answer_shows_under_a_label(step: str, html: str) -> None:
+    assert str(step_text(step)) == html
 
 
 def test_math_text_escapes_and_shows_asymptote_as_code() -> None:

@@ -13,7 +13,9 @@ from app.datasets.export import ExportFilter, write_export
 from app.labeling import submission as submission_module
 from app.labeling.queue import QueueRules, next_assignment
 from app.labeling.submission import (
+    NOTE_MAX_CHARS,
     LeasedTask,
+    LeaseLost,
     SavedLabel,
     SubmissionError,
     SubmissionInput,
@@ -54,6 +56,12 @@ def submission(ratings: list[int], reason: str, **extra: object) -> SubmissionIn
         ([1, 0], "found_error", {}, "last rated step to be negative"),
         ([1], "give_up", {}, "give_up: say why"),
         (
+            [1],
+            "give_up",
+            {"note": " " + "x" * (NOTE_MAX_CHARS + 1)},
+            "the note has 2,001 characters, more than the 2,000 allowed: shorten it",
+        ),
+        (
             [],
             "bad_problem",
             {
@@ -90,6 +98,7 @@ def test_rules(
         ([1, 0, 1], "solution", ""),
         ([1, -1], "found_error", ""),
         ([0], "give_up", "too long"),
+        ([0], "give_up", "x" * NOTE_MAX_CHARS + "\n"),
         ([], "bad_problem", "the problem has a typo"),
     ],
 )
@@ -208,7 +217,7 @@ def test_a_lease_taken_over_cannot_be_submitted(session: Session) -> None:
     taken = next_task(session, bob, now=NOW + timedelta(hours=1))
     assert taken.assignment_id == task.assignment_id
     # The caller's transaction rolls back on the error, as the route's does.
-    with pytest.raises(SubmissionError, match="no longer yours"), session.begin_nested():
+    with pytest.raises(LeaseLost, match="no longer yours"), session.begin_nested():
         save(session, task, alice, submission([1, 1, 1], "solution"), now=None)
     assert session.scalar(select(func.count()).select_from(Label)) == 0
     # Bob, who holds it now, can.
