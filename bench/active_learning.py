@@ -1,0 +1,820 @@
+"""Active learning, measured: does labeling convincing wrong answers buy more PRM per label?
+
+    .venv/bin/python -m bench.active_learning --json test-artifacts/active_learning.json
+    .venv/bin/python -m bench.active_learning --wrong-share 0.5   # or --batch 0, --per-problem 2
+    .venv/bin/python -m bench.active_learning --model tiny --per-subset 15 --seed-size 6 \\
+        --budgets 10,14 --batch 3 --seeds 2 --cache-dir /tmp/tiny-features   # seconds
+
+The first prints its table in about 5 minutes on 2 busy CPU cores, 2.5 of them the
+SmolLM2 features of the labeled paths (cached: later runs take about 2 minutes).
+
+The data: ProcessBench (../shared/data, or ``--data``), split by problem exactly as
+bench/prm_quality.py splits it (its ``split``, seed 0): its training problems are the pool
+that strategies pick from, its calibration problems choose the first-error threshold, and
+its test problems (half of all) are only ever judged on: never labeled, never used to
+choose anything. So the SmolLM2 step features that bench cached cover every solution here.
+By default only the gsm8k and math subsets (1,400 of the 3,400 solutions: a pool of 538,
+150 calibration, 712 test), the ones it caches: the other two hold 1.9M more tokens, about
+an hour of SmolLM2 on a busy 2-core CPU before the first round (``--subsets`` takes all
+four where their features are cached).
+
+The labelers are simulated: a solution picked for labeling reveals its expert labels,
+written as the PRM800K record a labeler would produce (a rated completion per step, the
+path ending at the first error) and turned into its training example by the worker's own
+``examples_from_record`` (worker/data.py), checked against the item's labels.
+
+Each seed (``--seeds``, default 5; a seed changes the uniform seed set and the random
+strategies' draws, never the split nor the head's initialization): ``--seed-size`` (50)
+pool solutions chosen uniformly are labeled and the PRM trained on them (worker/train.py
+``fit`` in ``head`` mode: SmolLM2-135M's frozen features from the shared feature cache, a
+linear head retrained from scratch on every label so far). Then, in rounds, the PRM scores
+the unlabeled pool (worker/score.py ``step_probabilities``, ``solution_score``;
+``first_error_entropy``), the strategy picks the next solutions with worker/select.py
+``select``, they are labeled and the PRM is retrained. A round labels ``--batch`` (50)
+solutions, fewer where that would step over the next of ``--budgets`` (100, 200, 400:
+cumulative labels, the seed set included), so that every strategy is judged at exactly
+each budget; ``--batch 0`` goes to the next budget in one round. The batch is one
+``SelectionPlan`` over the whole pool (``global_top_k``: nearly every pool problem has a
+single solution, so picking K per problem would mean picking problems), or with
+``--per-problem K``, K per problem, problems taken in the strategy's order up to the batch
+(``max_size``). The strategies are worker/select.py's: ``uniform``; ``convincing_wrong``
+(``--wrong-share`` of the batch the highest-scored solutions whose final answer is wrong,
+the rest the highest-scored others); ``random_wrong`` (the same share of wrong answers, at
+random); ``uncertain`` (the largest entropy of the first-error prediction).
+
+Figures at each budget, on the test problems (worker/evaluate.py): ProcessBench F1 (the
+subsets' mean; threshold chosen on the calibration problems) and step AUROC (P(-1) of the
+labeled steps), each the mean over the seeds with a 95% bootstrap interval (test solutions
+resampled within subsets for F1, test problems for AUROC; every seed's model judged on the
+same draws) and the standard deviation over the seeds; negatives found per label (share
+of the labeled solutions, seed set included, that contain an error, so carry a -1 step);
+the seconds each strategy spent selecting, training and scoring the pool.
+
+The headline, the data-efficiency ratio: how many labels uniform needs to reach a
+strategy's figure at a budget, divided by that budget, reading uniform's mean curve
+(the seed set and the budgets) linearly in log(labels) at its first crossing. Above 1 the
+strategy buys more per label. Past the curve's end it is "beyond the largest budget" (and
+at least largest / budget); uniform's own ratio is 1 by definition. Its interval comes from
+the same test draws, its spread from the ratio of each seed against that seed's uniform.
+
+Output: a markdown table on stdout, progress (one line per round) on stderr, an SVG of
+both figures against labels (``--plot``, by default test-artifacts/active_learning.svg,
+outside git) and, with ``--json``, every figure and each run's labeled solutions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import random
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from app.config import get_settings
+from app.models import FinishReason
+from app.prm800k import completion_dict, dumps, parse_line, question_dict, record_dict, step_dict
+from bench.prm_quality import SHARED_DATA, Split, _step_set, split
+from worker import evaluate
+from worker.data import examples_from_record, problem_key
+from worker.eval_sets import PROCESSBENCH_SUBSETS, ProcessBenchItem, fixed_sample, load_processbench
+from worker.evaluate import Statistic
+from worker.features import FeatureCache, cache_for
+from worker.model import PRM, TrainingArgs, training_args_for
+from worker.pretrained import resolve_base_model
+from worker.score import Throughput, solution_score, step_features, step_probabilities
+from worker.select import (
+    STRATEGIES,
+    Candidate,
+    SelectionPlan,
+    Strategy,
+    first_error_entropy,
+    select,
+)
+from worker.train import Example, fit, setup
+
+REFERENCE: Strategy = "uniform"
+"""The strategy the others are measured against."""
+FIGURES = {"f1": "ProcessBench F1", "auroc": "step AUROC"}
+SPLIT_SEED = 0
+TEST_SHARE = 0.5
+"""bench/prm_quality.py's defaults: the same split, so its cached features cover it."""
+LABELER = "00000000-0000-4000-8000-000000000000"
+REVEALED_AT = datetime(2024, 1, 1)
+"""Who and when, in the simulated labels' records."""
+MODEL_SEED = 0
+"""The head's initialization and batch order, fixed: a seed changes only what is labeled."""
+DEFAULT_SUBSETS = ("gsm8k", "math")
+"""The subsets whose SmolLM2 features bench/prm_quality.py caches (see the docstring)."""
+DEFAULT_PLOT = Path("test-artifacts") / "active_learning.svg"
+
+
+# The labels a simulated labeler reveals
+
+
+def revealed_record(item: ProcessBenchItem) -> dict[str, Any]:
+    """The item's expert labels as a PRM800K record: one rated completion per step, chosen
+    while it is right, and the path ending at the first error, as a labeler's does."""
+    steps = [
+        step_dict([completion_dict(text, label, False)], None, 0 if label == 1 else None)
+        for text, label in zip(item.steps, item.labels, strict=True)
+        if label is not None
+    ]
+    finish = FinishReason.FOUND_ERROR if item.label >= 0 else FinishReason.SOLUTION
+    return record_dict(
+        labeler=LABELER,
+        timestamp=REVEALED_AT,
+        generation=None,
+        is_quality_control=False,
+        is_initial_screening=False,
+        question=question_dict(item.problem, None, None, (item.steps, None, None)),
+        steps=steps,
+        total_time=None,
+        finish_reason=finish.value,
+    )
+
+
+def training_example(item: ProcessBenchItem) -> Example:
+    """The worker's training example of the item's revealed labels, checked against them."""
+    record = revealed_record(item)
+    parse_line(dumps(record))  # a valid PRM800K line, or this raises
+    (example,) = examples_from_record(record)
+    padded = example.labels + [None] * (len(item.steps) - len(example.steps))
+    if example.steps != item.steps[: len(example.steps)] or padded != item.labels:
+        raise ValueError(f"{item.id}: the record's example does not carry the item's labels")
+    return example
+
+
+@dataclass(frozen=True)
+class Data:
+    split: Split
+    examples: list[Example]
+    """The training example of each pool solution, in pool order."""
+
+    @property
+    def pool(self) -> list[ProcessBenchItem]:
+        return self.split.train
+
+
+def load(options: argparse.Namespace) -> Data:
+    items = load_processbench(options.data, options.subsets.split(","))
+    parts = split(fixed_sample(items, options.per_subset, SPLIT_SEED), TEST_SHARE, SPLIT_SEED)
+    test_problems = {i.problem for i in parts.test}
+    if any(i.problem in test_problems for i in parts.train):
+        raise ValueError("a test problem is in the pool")
+    return Data(parts, [training_example(i) for i in parts.train])
+
+
+# The PRM, through the worker's code
+
+
+@dataclass
+class Learner:
+    """The PRM: the worker's model in head mode, with its feature cache."""
+
+    model: PRM
+    tokenizer: PreTrainedTokenizerBase
+    args: TrainingArgs
+    cache: FeatureCache | None
+
+    @classmethod
+    def load(cls, base_model: str, cache_dir: Path) -> Learner:
+        """The same model for every seed: its head starts alike, and only the labels vary."""
+        args = training_args_for(base_model, mode="head", device="cpu", seed=MODEL_SEED)
+        model, tokenizer, _device = setup(args)
+        return cls(model, tokenizer, args, cache_for(model, args, cache_dir))
+
+    def warm(self, data: Data) -> Throughput:
+        """Put every sequence the runs will read into the cache: the labeled paths (a path
+        that ends at an error is a prefix of its solution, a sequence of its own) and every
+        whole solution."""
+        everything = [*data.pool, *data.split.calibration, *data.split.test]
+        items = [(e.problem, e.steps) for e in data.examples]
+        items += [(i.problem, i.steps) for i in everything]
+        return step_features(self.model, self.tokenizer, items, self.args, self.cache)[1]
+
+    def fit(self, examples: list[Example]) -> None:
+        """Train the head from scratch on ``examples``."""
+        fit(self.model, self.tokenizer, examples, self.args, cache=self.cache)
+
+    def probabilities(self, items: Sequence[ProcessBenchItem]) -> list[np.ndarray]:
+        pairs = [(i.problem, i.steps) for i in items]
+        return step_probabilities(self.model, self.tokenizer, pairs, self.args, self.cache)[0]
+
+    def candidates(self, pool: list[ProcessBenchItem], unlabeled: list[int]) -> list[Candidate]:
+        """The unlabeled pool solutions as the selection sees them."""
+        scored = [solution_score(p) for p in self.probabilities([pool[i] for i in unlabeled])]
+        return [
+            Candidate(
+                solution_id=index,
+                problem_id=problem_key(pool[index].problem),
+                score=s.score,
+                answer_correct=pool[index].final_answer_correct,
+                uncertainty=first_error_entropy(s.step_scores),
+            )
+            for index, s in zip(unlabeled, scored, strict=True)
+        ]
+
+
+# Judging a PRM on the test problems
+
+
+def remembered(statistic: Statistic) -> Statistic:
+    """The statistic, computed once per draw: every bootstrap here draws the same resamples
+    (the same units and seed), so each model is judged once on each."""
+    values: dict[bytes, float | None] = {}
+
+    def statistic_once(units: np.ndarray) -> float | None:
+        key = hashlib.blake2b(units.tobytes(), digest_size=16).digest()
+        if key not in values:
+            values[key] = statistic(units)
+        return values[key]
+
+    return statistic_once
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The PRM trained on ``labels`` labeled solutions, judged on the test problems."""
+
+    labels: int
+    negatives: int
+    """Labeled solutions with an error (a -1 step)."""
+    threshold: float
+    f1: Statistic
+    f1_strata: list[int]
+    """The subset of each test solution (F1 is resampled within subsets)."""
+    auroc: Statistic | None
+    """None where the test steps are too few (``StepSet.shortage``)."""
+    problems: int
+
+    def statistic(self, figure: str) -> Statistic | None:
+        return self.f1 if figure == "f1" else self.auroc
+
+    def units(self, figure: str) -> tuple[int, list[int] | None]:
+        """How many units the figure's bootstrap draws, and their strata."""
+        if figure == "f1":
+            return len(self.f1_strata), self.f1_strata
+        return self.problems, None
+
+    def value(self, figure: str) -> float | None:
+        statistic = self.statistic(figure)
+        units = self.units(figure)[0]
+        return None if statistic is None else statistic(np.arange(units))
+
+
+def snapshot(learner: Learner, data: Data, labeled: list[int]) -> Snapshot:
+    calibration, test = data.split.calibration, data.split.test
+    probabilities = learner.probabilities([*calibration, *test])
+    step_scores = [solution_score(p).step_scores for p in probabilities]
+    threshold = evaluate.choose_threshold(
+        evaluate.FirstErrors(step_scores[: len(calibration)], [i.label for i in calibration])
+    )
+    tested = step_scores[len(calibration) :]
+    subsets = {
+        name: evaluate.FirstErrors(
+            [s for s, i in zip(tested, test, strict=True) if i.subset == name],
+            [i.label for i in test if i.subset == name],
+        )
+        for name in dict.fromkeys(i.subset for i in test)
+    }
+    f1, strata = evaluate.mean_f1_statistic(subsets, threshold)
+    steps = _step_set(test, probabilities[len(calibration) :])
+    return Snapshot(
+        labels=len(labeled),
+        negatives=sum(data.pool[i].label >= 0 for i in labeled),
+        threshold=threshold,
+        f1=remembered(f1),
+        f1_strata=strata.tolist(),
+        auroc=None if steps.shortage() else remembered(steps.auroc_statistic()),
+        problems=len(steps.ratings),
+    )
+
+
+# The rounds
+
+
+@dataclass(frozen=True)
+class Schedule:
+    seed_size: int
+    budgets: tuple[int, ...]
+    batch: int | None
+    """Labels per round; None: each round goes to the next budget."""
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """Where every strategy is judged: the seed set, then each budget."""
+        return (self.seed_size, *self.budgets)
+
+    def next_size(self, labeled: int) -> int:
+        budget = next(b for b in self.budgets if b > labeled)
+        return budget if self.batch is None else min(budget, labeled + self.batch)
+
+
+@dataclass
+class Run:
+    """One strategy from one seed set: what it labeled, in order, and its PRM at each size."""
+
+    seed: int
+    strategy: Strategy
+    labeled: list[int]
+    snapshots: dict[int, Snapshot]
+    seconds: float = 0.0
+    """Selecting, training and scoring the pool, all rounds (the seed set's not counted)."""
+    rounds: int = 0
+
+
+@dataclass(frozen=True)
+class Start:
+    """A seed's labeled seed set, its PRM's snapshot and its scores of the rest of the pool."""
+
+    seed: int
+    labeled: list[int]
+    snapshot: Snapshot
+    candidates: list[Candidate]
+    seconds: float
+
+
+class Progress:
+    """One line per round on stderr, with the time since the bench began."""
+
+    def __init__(self, out: TextIO = sys.stderr) -> None:
+        self.started = time.perf_counter()
+        self.out = out
+
+    def line(self, text: str) -> None:
+        print(f"[{time.perf_counter() - self.started:7.1f} s] {text}", file=self.out, flush=True)
+
+
+def plan_for(
+    strategy: Strategy, size: int, options: argparse.Namespace, seed: int
+) -> SelectionPlan:
+    """One round's plan: ``size`` solutions over the whole pool, or K per problem up to it."""
+    if options.per_problem:
+        return SelectionPlan(
+            strategy, options.per_problem, options.wrong_share, max_size=size, seed=seed
+        )
+    return SelectionPlan(strategy, wrong_share=options.wrong_share, global_top_k=size, seed=seed)
+
+
+def start(learner: Learner, data: Data, seed: int, schedule: Schedule) -> Start:
+    started = time.perf_counter()
+    labeled = random.Random(seed).sample(range(len(data.pool)), schedule.seed_size)
+    learner.fit([data.examples[i] for i in labeled])
+    unlabeled = sorted(set(range(len(data.pool))) - set(labeled))
+    candidates = learner.candidates(data.pool, unlabeled)
+    seconds = time.perf_counter() - started
+    return Start(seed, labeled, snapshot(learner, data, labeled), candidates, seconds)
+
+
+def grow(
+    learner: Learner,
+    data: Data,
+    strategy: Strategy,
+    begun: Start,
+    options: argparse.Namespace,
+    progress: Progress,
+) -> Run:
+    """Label round after round by ``strategy`` from the seed set up to the largest budget."""
+    schedule: Schedule = options.schedule
+    run = Run(begun.seed, strategy, list(begun.labeled), {})
+    run.snapshots[len(begun.labeled)] = begun.snapshot
+    candidates = begun.candidates
+    while len(run.labeled) < schedule.budgets[-1]:
+        started = time.perf_counter()
+        size = schedule.next_size(len(run.labeled)) - len(run.labeled)
+        plan = plan_for(strategy, size, options, run.seed * 10_000 + run.rounds)
+        chosen = select(candidates, plan)
+        if len(chosen) != size or set(chosen) & set(run.labeled):
+            raise RuntimeError(f"{strategy} chose {len(chosen)} of {size}, or labeled ones")
+        run.labeled += chosen
+        learner.fit([data.examples[i] for i in run.labeled])
+        if len(run.labeled) < schedule.budgets[-1]:
+            taken = set(run.labeled)
+            unlabeled = [c.solution_id for c in candidates if c.solution_id not in taken]
+            candidates = learner.candidates(data.pool, unlabeled)
+        seconds = time.perf_counter() - started
+        run.seconds += seconds
+        run.rounds += 1
+        judged = ""
+        if len(run.labeled) in schedule.budgets:
+            shot = run.snapshots[len(run.labeled)] = snapshot(learner, data, run.labeled)
+            judged = f", test F1 {_number(shot.value('f1'))}, AUROC {_number(shot.value('auroc'))}"
+        progress.line(
+            f"seed {run.seed} {strategy}: {len(run.labeled)} labels, round {seconds:.1f} s{judged}"
+        )
+    return run
+
+
+def compare(data: Data, options: argparse.Namespace, progress: Progress) -> dict[str, Any]:
+    """Every strategy from every seed's seed set; the runs and the setup's timings."""
+    learner = Learner.load(options.base_model, options.cache_dir)
+    warmed = learner.warm(data)
+    progress.line(f"features of {warmed.sequences} new sequences in {warmed.seconds:.1f} s")
+    # Past the warm-up the backbone never runs: the rounds train a linear head on cached
+    # features, whose tiny matrix products two threads slow ninefold on a busy machine.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    runs: dict[Strategy, list[Run]] = {s: [] for s in options.strategies}
+    starts = []
+    for seed in range(options.seeds):
+        begun = start(learner, data, seed, options.schedule)
+        progress.line(
+            f"seed {seed}: seed set of {len(begun.labeled)} in {begun.seconds:.1f} s, "
+            f"test F1 {_number(begun.snapshot.value('f1'))}, "
+            f"AUROC {_number(begun.snapshot.value('auroc'))}"
+        )
+        starts.append(round(begun.seconds, 1))
+        for strategy in options.strategies:
+            runs[strategy].append(grow(learner, data, strategy, begun, options, progress))
+    torch.set_num_threads(threads)
+    setup = {
+        "feature_sequences_computed": warmed.sequences,
+        "feature_seconds": round(warmed.seconds, 1),
+        "seed_set_seconds": starts,
+    }
+    return {"runs": runs, "setup": setup}
+
+
+# Figures over the seeds
+
+
+def seed_mean(statistics: Sequence[Statistic]) -> Statistic:
+    def mean(units: np.ndarray) -> float | None:
+        values = [s(units) for s in statistics]
+        present = [v for v in values if v is not None]
+        return float(np.mean(present)) if len(present) == len(values) else None
+
+    return mean
+
+
+def estimate(snapshots: Sequence[Snapshot], figure: str) -> dict[str, Any]:
+    """The seeds' mean figure, its 95% interval over test draws, and its spread over seeds."""
+    statistics = [s.statistic(figure) for s in snapshots]
+    units, strata = snapshots[0].units(figure)
+    present = [s for s in statistics if s is not None]
+    mean = None
+    if len(present) == len(statistics):
+        mean = evaluate.bootstrap(seed_mean(present), units, strata=strata)
+    if mean is None:
+        return {"status": "not enough data"}
+    per_seed = [evaluate.bootstrap(s, units, strata=strata) for s in present]
+    values = [e.value for e in per_seed if e is not None]
+    return {
+        "status": "ok",
+        **mean.as_dict(),
+        "seed_sd": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
+        "per_seed": [e.as_dict() if e else None for e in per_seed],
+    }
+
+
+def labels_to_reach(sizes: Sequence[int], curve: Sequence[float], value: float) -> float:
+    """Where ``curve`` (a figure at ``sizes`` labels) first reaches ``value``, reading it
+    linearly in log(labels): the first size if it starts there, the last if it never does."""
+    if value <= curve[0]:
+        return float(sizes[0])
+    for (n0, y0), (n1, y1) in pairwise(zip(sizes, curve, strict=True)):
+        if y1 >= value:
+            share = (value - y0) / (y1 - y0)
+            return math.exp(math.log(n0) + share * (math.log(n1) - math.log(n0)))
+    return float(sizes[-1])
+
+
+def reach_note(curve: Sequence[float], value: float) -> str:
+    if value > max(curve):
+        return "beyond"
+    return "below" if value < curve[0] else ""
+
+
+def efficiency(
+    reference: dict[int, list[Snapshot]], chosen: list[Snapshot], budget: int, figure: str
+) -> dict[str, Any]:
+    """Labels the reference needs to reach ``chosen``'s figure, per label at ``budget``."""
+    sizes = sorted(reference)
+    units, strata = chosen[0].units(figure)
+    curves = [[s.statistic(figure) for s in reference[n]] for n in sizes]
+    values = [s.statistic(figure) for s in chosen]
+    if any(s is None for s in [*values, *(s for c in curves for s in c)]):
+        return {"status": "not enough data"}
+    curve_means = [seed_mean([s for s in c if s is not None]) for c in curves]
+    value_mean = seed_mean([s for s in values if s is not None])
+
+    def ratio(draw: np.ndarray) -> float | None:
+        curve = [c(draw) for c in curve_means]
+        value = value_mean(draw)
+        if value is None or any(y is None for y in curve):
+            return None
+        return labels_to_reach(sizes, [y for y in curve if y is not None], value) / budget
+
+    found = evaluate.bootstrap(ratio, units, strata=strata)
+    if found is None:
+        return {"status": "not enough data"}
+    everything = np.arange(units)
+    curve = [float(c(everything) or 0.0) for c in curve_means]
+    per_seed = [
+        labels_to_reach(
+            sizes, [reference[n][k].value(figure) or 0.0 for n in sizes], shot.value(figure) or 0.0
+        )
+        / budget
+        for k, shot in enumerate(chosen)
+    ]
+    return {
+        "status": "ok",
+        **found.as_dict(),
+        "reach": reach_note(curve, float(value_mean(everything) or 0.0)),
+        "floor": sizes[0] / budget,
+        "cap": sizes[-1] / budget,
+        "per_seed": per_seed,
+    }
+
+
+def summarize(runs: dict[Strategy, list[Run]], schedule: Schedule) -> list[dict[str, Any]]:
+    """One row per strategy and budget (and one for the shared seed set)."""
+    reference = {n: [r.snapshots[n] for r in runs[REFERENCE]] for n in schedule.sizes}
+    rows = [_row("seed set (all)", reference[schedule.seed_size], {})]
+    for strategy, strategy_runs in runs.items():
+        for budget in schedule.budgets:
+            shots = [r.snapshots[budget] for r in strategy_runs]
+            ratios = {
+                figure: (
+                    {"status": "ok", "value": 1.0, "low": 1.0, "high": 1.0, "reach": ""}
+                    if strategy == REFERENCE
+                    else efficiency(reference, shots, budget, figure)
+                )
+                for figure in FIGURES
+            }
+            rows.append(_row(strategy, shots, ratios))
+    return rows
+
+
+def _row(name: str, shots: list[Snapshot], ratios: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "strategy": name,
+        "labels": shots[0].labels,
+        **{figure: estimate(shots, figure) for figure in FIGURES},
+        "ratio": ratios,
+        "negatives_per_label": float(np.mean([s.negatives / s.labels for s in shots])),
+    }
+
+
+# Output
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def show_estimate(figure: dict[str, Any]) -> str:
+    if figure.get("status") != "ok":
+        return "n/a"
+    return (
+        f"{figure['value']:.3f} [{figure['low']:.3f}, {figure['high']:.3f}] "
+        f"(sd {figure['seed_sd']:.3f})"
+    )
+
+
+def show_ratio(ratio: dict[str, Any] | None) -> str:
+    if not ratio:
+        return ""
+    if ratio.get("status") != "ok":
+        return "n/a"
+    if "cap" not in ratio:
+        return "1 (reference)"
+    floor, cap = ratio["floor"], ratio["cap"]
+    value = {
+        "beyond": f"> {cap:.2f} (beyond the largest budget)",
+        "below": f"< {floor:.2f} (below the seed set)",
+    }.get(ratio["reach"], f"{ratio['value']:.2f}")
+    low = f"<= {floor:.2f}" if ratio["low"] <= floor else f"{ratio['low']:.2f}"
+    high = f">= {cap:.2f}" if ratio["high"] >= cap else f"{ratio['high']:.2f}"
+    seeds = ratio["per_seed"]
+    return f"{value} [{low}, {high}] (seeds {min(seeds):.2f}-{max(seeds):.2f})"
+
+
+def print_table(result: dict[str, Any], out: TextIO = sys.stdout) -> None:
+    print(
+        "| strategy | labels | ProcessBench F1 [95% CI] (sd over seeds) "
+        "| step AUROC [95% CI] (sd) | uniform's labels per label, F1 [95% CI] (seeds) "
+        "| same, AUROC | negatives per label |",
+        file=out,
+    )
+    print("|---|---|---|---|---|---|---|", file=out)
+    for row in result["rows"]:
+        print(
+            f"| {row['strategy']} | {row['labels']} | {show_estimate(row['f1'])} "
+            f"| {show_estimate(row['auroc'])} | {show_ratio(row['ratio'].get('f1'))} "
+            f"| {show_ratio(row['ratio'].get('auroc'))} | {row['negatives_per_label']:.2f} |",
+            file=out,
+        )
+    print(file=out)
+    print("| strategy | rounds | select + train + score, s (all seeds) | per round, s |", file=out)
+    print("|---|---|---|---|", file=out)
+    for name, compute in result["compute"].items():
+        print(
+            f"| {name} | {compute['rounds']} | {compute['seconds']:.1f} "
+            f"| {compute['seconds'] / max(1, compute['rounds']):.2f} |",
+            file=out,
+        )
+
+
+COLORS = {
+    "uniform": "#555555",
+    "convincing_wrong": "#d62728",
+    "random_wrong": "#1f77b4",
+    "uncertain": "#2ca02c",
+}
+PANEL_WIDTH, PANEL_HEIGHT, MARGIN = 420, 300, 50
+
+
+def svg_plot(rows: list[dict[str, Any]], sizes: Sequence[int]) -> str:
+    """Each figure against labels (log scale), a line and a 95% band per strategy."""
+    seed_row = rows[0]
+    strategies = list(dict.fromkeys(r["strategy"] for r in rows[1:]))
+    panels = [
+        _panel(
+            title,
+            figure,
+            {s: [seed_row, *(r for r in rows[1:] if r["strategy"] == s)] for s in strategies},
+            sizes,
+            index * (PANEL_WIDTH + MARGIN),
+        )
+        for index, (figure, title) in enumerate(FIGURES.items())
+    ]
+    legend = [
+        f'<text x="{MARGIN + 10}" y="{PANEL_HEIGHT + 2 * MARGIN + 16 * k}" '
+        f'fill="{COLORS.get(s, "#000")}" font-size="12">{s}</text>'
+        for k, s in enumerate(strategies)
+    ]
+    width = 2 * (PANEL_WIDTH + MARGIN) + MARGIN
+    height = PANEL_HEIGHT + 2 * MARGIN + 16 * len(strategies) + 10
+    return "\n".join(
+        [
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            'font-family="sans-serif">',
+            f'<rect width="{width}" height="{height}" fill="white"/>',
+            *panels,
+            *legend,
+            "</svg>",
+            "",
+        ]
+    )
+
+
+def _panel(
+    title: str,
+    figure: str,
+    curves: dict[str, list[dict[str, Any]]],
+    sizes: Sequence[int],
+    left: int,
+) -> str:
+    points = [r[figure] for c in curves.values() for r in c if r[figure].get("status") == "ok"]
+    if not points:
+        return ""
+    bottom = float(min(p["low"] for p in points))
+    top = float(max(p["high"] for p in points))
+    span = (top - bottom) or 1.0
+
+    def x(labels: float) -> float:
+        share = math.log(labels / sizes[0]) / math.log(sizes[-1] / sizes[0])
+        return left + MARGIN + share * PANEL_WIDTH
+
+    def y(value: float) -> float:
+        return MARGIN + (1 - (value - bottom) / span) * PANEL_HEIGHT
+
+    parts = [
+        f'<text x="{left + MARGIN}" y="{MARGIN - 20}" font-size="14">{title} (test)</text>',
+        f'<rect x="{left + MARGIN}" y="{MARGIN}" width="{PANEL_WIDTH}" '
+        f'height="{PANEL_HEIGHT}" fill="none" stroke="#999"/>',
+    ]
+    for labels in sizes:
+        parts.append(
+            f'<text x="{x(labels):.1f}" y="{MARGIN + PANEL_HEIGHT + 15}" font-size="10" '
+            f'text-anchor="middle">{labels}</text>'
+        )
+    for k in range(5):
+        value = bottom + span * k / 4
+        parts.append(
+            f'<text x="{left + MARGIN - 4}" y="{y(value) + 3:.1f}" font-size="10" '
+            f'text-anchor="end">{value:.3f}</text>'
+        )
+    for strategy, rows in curves.items():
+        shown = [(r["labels"], r[figure]) for r in rows if r[figure].get("status") == "ok"]
+        color = COLORS.get(strategy, "#000")
+        band = [(x(n), y(e["high"])) for n, e in shown] + [
+            (x(n), y(e["low"])) for n, e in reversed(shown)
+        ]
+        line = [(x(n), y(e["value"])) for n, e in shown]
+        parts.append(f'<polygon points="{_points(band)}" fill="{color}" fill-opacity="0.08"/>')
+        parts.append(
+            f'<polyline points="{_points(line)}" fill="none" stroke="{color}" stroke-width="2"/>'
+        )
+    parts.append(
+        f'<text x="{left + MARGIN + PANEL_WIDTH / 2}" y="{MARGIN + PANEL_HEIGHT + 32}" '
+        'font-size="11" text-anchor="middle">labeled solutions (log scale)</text>'
+    )
+    return "\n".join(parts)
+
+
+def _points(points: list[tuple[float, float]]) -> str:
+    return " ".join(f"{a:.1f},{b:.1f}" for a, b in points)
+
+
+def to_json(result: dict[str, Any], data: Data) -> dict[str, Any]:
+    """The figures and, per run, its labeled solutions (ProcessBench ids) and snapshots."""
+    return {
+        **{k: v for k, v in result.items() if k != "runs"},
+        "runs": [
+            {
+                "seed": run.seed,
+                "strategy": run.strategy,
+                "rounds": run.rounds,
+                "seconds": round(run.seconds, 2),
+                "labeled": [data.pool[i].id for i in run.labeled],
+                "snapshots": [
+                    {"labels": s.labels, "negatives": s.negatives, "threshold": s.threshold}
+                    for s in run.snapshots.values()
+                ],
+            }
+            for runs in result["runs"].values()
+            for run in runs
+        ],
+    }
+
+
+# The command line
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.active_learning", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--model", default="smollm2-135m", help="smollm2-135m or tiny")
+    parser.add_argument("--data", type=Path, default=SHARED_DATA)
+    parser.add_argument(
+        "--subsets", default=",".join(DEFAULT_SUBSETS), help=", ".join(PROCESSBENCH_SUBSETS)
+    )
+    parser.add_argument("--per-subset", type=int, help="a fixed sample of each subset")
+    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--seeds", type=int, default=5, help="seeds 0 .. N-1")
+    parser.add_argument("--seed-size", type=int, default=50, help="the uniform seed set")
+    parser.add_argument("--budgets", default="100,200,400", help="cumulative labels")
+    parser.add_argument("--batch", type=int, default=50, help="labels per round (0: to the budget)")
+    parser.add_argument("--per-problem", type=int, default=0, help="K per problem (0: global)")
+    parser.add_argument("--wrong-share", type=float, default=SelectionPlan.wrong_share)
+    parser.add_argument("--cache-dir", type=Path, help="default: <checkpoint_dir>/feature-cache")
+    parser.add_argument("--plot", type=Path, default=DEFAULT_PLOT)
+    parser.add_argument("--json", type=Path, help="also write every figure here")
+    options = parser.parse_args(argv)
+    strategies = options.strategies.split(",")
+    if REFERENCE not in strategies or not set(strategies) <= set(STRATEGIES):
+        parser.error(f"strategies from {', '.join(STRATEGIES)}, {REFERENCE} among them")
+    options.strategies = [REFERENCE, *(s for s in strategies if s != REFERENCE)]
+    budgets = tuple(sorted(int(b) for b in options.budgets.split(",")))
+    if budgets[0] <= options.seed_size or options.seed_size < 1:
+        parser.error("the budgets must exceed the seed set, which must not be empty")
+    options.schedule = Schedule(options.seed_size, budgets, options.batch or None)
+    options.cache_dir = options.cache_dir or get_settings().checkpoint_dir / "feature-cache"
+    options.base_model = resolve_base_model(options.model, get_settings().model_dir)
+    return options
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse(argv)
+    progress = Progress()
+    data = load(options)
+    if options.schedule.budgets[-1] > len(data.pool):
+        raise SystemExit(f"the largest budget exceeds the pool of {len(data.pool)} solutions")
+    progress.line(
+        f"ProcessBench: pool {len(data.pool)}, calibration {len(data.split.calibration)}, "
+        f"test {len(data.split.test)} solutions"
+    )
+    result = compare(data, options, progress)
+    runs: dict[Strategy, list[Run]] = result["runs"]
+    result["rows"] = summarize(runs, options.schedule)
+    result["compute"] = {
+        s: {"seconds": sum(r.seconds for r in rs), "rounds": sum(r.rounds for r in rs)}
+        for s, rs in runs.items()
+    }
+    result["wall_seconds"] = round(time.perf_counter() - progress.started, 1)
+    progress.line(f"done in {result['wall_seconds']} s")
+    print_table(result)
+    options.plot.parent.mkdir(parents=True, exist_ok=True)
+    options.plot.write_text(svg_plot(result["rows"], options.schedule.sizes))
+    if options.json:
+        options.json.write_text(json.dumps(to_json(result, data), indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
