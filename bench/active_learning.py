@@ -85,8 +85,9 @@ from transformers import PreTrainedTokenizerBase
 from app.config import get_settings
 from app.models import FinishReason
 from app.prm800k import completion_dict, dumps, parse_line, question_dict, record_dict, step_dict
-from bench.prm_quality import SHARED_DATA, Split, _step_set, split
+from bench.prm_quality import SHARED_DATA, Split, examples, split
 from worker import evaluate
+from worker.assess import step_set
 from worker.data import examples_from_record, problem_key
 from worker.eval_sets import PROCESSBENCH_SUBSETS, ProcessBenchItem, fixed_sample, load_processbench
 from worker.evaluate import Statistic
@@ -290,7 +291,7 @@ def snapshot(learner: Learner, data: Data, labeled: list[int]) -> Snapshot:
         for name in dict.fromkeys(i.subset for i in test)
     }
     f1, strata = evaluate.mean_f1_statistic(subsets, threshold)
-    steps = _step_set(test, probabilities[len(calibration) :])
+    steps = step_set(examples(test), probabilities[len(calibration) :])
     return Snapshot(
         labels=len(labeled),
         negatives=sum(data.pool[i].label >= 0 for i in labeled),

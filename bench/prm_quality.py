@@ -41,10 +41,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from app.config import get_settings
 from worker import evaluate
+from worker.assess import by_subset, first_errors, step_set
 from worker.eval_sets import (
     PROCESSBENCH_SUBSETS,
     ProcessBenchItem,
@@ -141,20 +141,13 @@ def figures(trained: Trained, data: Split, seed: int) -> dict[str, Any]:
     calibration = trained.probabilities(data.calibration)
     test = trained.probabilities(data.test)
     score_seconds = time.process_time() - started
-    fine = [np.minimum(1.0, p[:, 1] + p[:, 2]) for p in calibration]
-    threshold = evaluate.choose_threshold(
-        evaluate.FirstErrors(fine, [i.label for i in data.calibration])
-    )
-    subsets: dict[str, evaluate.FirstErrors] = {}
+    threshold = evaluate.choose_threshold(first_errors(data.calibration, calibration))
+    subsets = by_subset(data.test, test)
     aurocs: dict[str, Any] = {}
-    for name in dict.fromkeys(i.subset for i in data.test):
+    for name in subsets:
         chosen = [k for k, item in enumerate(data.test) if item.subset == name]
-        subsets[name] = evaluate.FirstErrors(
-            [np.minimum(1.0, test[k][:, 1] + test[k][:, 2]) for k in chosen],
-            [data.test[k].label for k in chosen],
-        )
         aurocs[name] = evaluate.step_auroc(
-            _step_set([data.test[k] for k in chosen], [test[k] for k in chosen]), seed
+            step_set(examples([data.test[k] for k in chosen]), [test[k] for k in chosen]), seed
         )
     processbench = evaluate.processbench_figures(subsets, threshold, seed)
     return {
@@ -164,24 +157,11 @@ def figures(trained: Trained, data: Split, seed: int) -> dict[str, Any]:
         "notes": trained.notes,
         "threshold": threshold,
         "processbench": processbench,
-        "step_auroc": {"all": evaluate.step_auroc(_step_set(data.test, test), seed), **aurocs},
+        "step_auroc": {
+            "all": evaluate.step_auroc(step_set(examples(data.test), test), seed),
+            **aurocs,
+        },
     }
-
-
-def _step_set(
-    items: Sequence[ProcessBenchItem], probabilities: list[np.ndarray]
-) -> evaluate.StepSet:
-    """Labeled steps grouped by problem."""
-    negative: dict[str, list[float]] = {}
-    ratings: dict[str, list[int]] = {}
-    for item, p in zip(items, probabilities, strict=True):
-        for index, label in enumerate(item.labels):
-            if label is not None:
-                negative.setdefault(item.problem, []).append(float(p[index, 0]))
-                ratings.setdefault(item.problem, []).append(label)
-    return evaluate.StepSet(
-        [np.array(negative[k]) for k in negative], [np.array(ratings[k]) for k in negative]
-    )
 
 
 def _show(estimate: dict[str, Any] | None) -> str:
@@ -247,7 +227,6 @@ def main(argv: list[str] | None = None) -> int:
         "includes the backbone's work; by default the worker's feature cache is reused",
     )
     options = parser.parse_args(argv)
-    torch.set_num_threads(torch.get_num_threads())
     items = fixed_sample(
         load_processbench(options.data, options.subsets.split(",")),
         options.per_subset,

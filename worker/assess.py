@@ -94,7 +94,7 @@ def assess(
     best_of_n = batch.add(_samples(sets.best_of_n))
     imported = batch.add(_samples(sets.imported))
     probabilities, throughput = step_probabilities(model, tokenizer, batch.items, args, cache)
-    steps = _step_set(sets.held_out, held_out.of(probabilities))
+    steps = step_set(sets.held_out, held_out.of(probabilities))
     threshold = None
     subsets: dict[str, FirstErrors] = {}
     figures: dict[str, Any] = {
@@ -104,9 +104,9 @@ def assess(
         "sequences_computed": throughput.sequences,
     }
     if split and calibration and test:
-        calibrated = _first_errors(split.calibration, calibration.of(probabilities))
+        calibrated = first_errors(split.calibration, calibration.of(probabilities))
         threshold = evaluate.choose_threshold(calibrated)
-        subsets = _by_subset(split.test, test.of(probabilities))
+        subsets = by_subset(split.test, test.of(probabilities))
         figures["processbench"] = evaluate.processbench_figures(subsets, threshold, seed)
     bon = _sampled(sets.best_of_n, best_of_n.of(probabilities))
     own = _sampled(sets.imported, imported.of(probabilities))
@@ -150,32 +150,33 @@ def _fine(probabilities: np.ndarray) -> np.ndarray:
     return fine
 
 
-def _step_set(examples: Sequence[Example], probabilities: list[np.ndarray]) -> StepSet:
+def step_set(examples: Sequence[Example], probabilities: list[np.ndarray]) -> StepSet:
+    """The examples' labeled steps grouped by problem, problems in order of appearance."""
     negative: dict[int, list[float]] = {}
     ratings: dict[int, list[int]] = {}
     for example, p in zip(examples, probabilities, strict=True):
         for index, rating in example.labeled:
             negative.setdefault(example.problem_id, []).append(float(p[index, 0]))
             ratings.setdefault(example.problem_id, []).append(rating)
-    problems = sorted(negative)
+    problems = list(negative)
     return StepSet(
         [np.array(negative[p]) for p in problems], [np.array(ratings[p]) for p in problems]
     )
 
 
-def _first_errors(
+def first_errors(
     solutions: Sequence[ProcessBenchItem], probabilities: list[np.ndarray]
 ) -> FirstErrors:
     return FirstErrors([_fine(p) for p in probabilities], [s.label for s in solutions])
 
 
-def _by_subset(
+def by_subset(
     solutions: Sequence[ProcessBenchItem], probabilities: list[np.ndarray]
 ) -> dict[str, FirstErrors]:
     subsets: dict[str, FirstErrors] = {}
     for name in dict.fromkeys(s.subset for s in solutions):
         chosen = [i for i, s in enumerate(solutions) if s.subset == name]
-        subsets[name] = _first_errors(
+        subsets[name] = first_errors(
             [solutions[i] for i in chosen], [probabilities[i] for i in chosen]
         )
     return subsets

@@ -40,7 +40,7 @@ from worker.assess import Assessment, EvalSets, assess, compare, gate_order
 from worker.checkpoint import directory_bytes, load_checkpoint, remove_checkpoint, save_checkpoint
 from worker.data import training_examples
 from worker.distributed import SINGLE, RankFailed, Ranks
-from worker.eval_sets import load_best_of_n, processbench_split, with_answer_groups
+from worker.eval_sets import file_sets, with_answer_groups
 from worker.features import FeatureCache, cache_for
 from worker.model import PRM, TrainingArgs, training_args_for
 from worker.pretrained import resolve_base_model
@@ -202,17 +202,17 @@ class Cycle:
 
     @_on_main_rank
     def _eval_sets(self, held_out: list[Example], trained_problems: set[str]) -> EvalSets:
-        directory = self.settings.eval_dir
-        per_subset = self.settings.eval_processbench_per_subset or None
-        problems = self.settings.eval_best_of_n_problems or None
+        processbench, samples = file_sets(
+            self.settings.eval_dir,
+            self.settings.eval_processbench_per_subset,
+            self.settings.eval_best_of_n_problems,
+        )
         with transaction(self.engine) as session:
             imported = repository.imported_samples(session, trained_problems)
         return EvalSets(
             held_out=held_out,
-            processbench=processbench_split(directory, per_subset) if directory else None,
-            best_of_n=with_answer_groups(
-                load_best_of_n(directory, problems) if directory else [], answer_groups
-            ),
+            processbench=processbench,
+            best_of_n=with_answer_groups(samples, answer_groups),
             imported=with_answer_groups(imported, answer_groups),
         )
 
@@ -274,7 +274,7 @@ class Cycle:
     def _pace(self) -> repository.Pace:
         with transaction(self.engine) as session:
             pace = repository.generation_pace(session, self.settings)
-            self.metrics["pool"] = repository.pool_summary(session)
+            self.metrics["pool"] = repository.pool_summary(session, self.settings)
         self.metrics["pace"] = dataclasses.asdict(pace)
         return pace
 

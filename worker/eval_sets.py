@@ -147,6 +147,19 @@ def processbench_split(directory: Path, per_subset: int | None, seed: int = 0) -
     )
 
 
+def file_sets(
+    directory: Path | None, per_subset: int, problems: int
+) -> tuple[ProcessBenchSplit | None, list[SampledProblem]]:
+    """The sets of the files in ``directory`` as runs read them: ProcessBench's split and the
+    best-of-N samples (answers not grouped yet). 0 for ``per_subset`` or ``problems`` means
+    all of them; no directory, no sets."""
+    if directory is None:
+        return None, []
+    return processbench_split(directory, per_subset or None), load_best_of_n(
+        directory, problems or None
+    )
+
+
 def paragraphs(text: str) -> list[str]:
     """A response's steps: its paragraphs (a display formula stays in its paragraph)."""
     return [p.strip() for p in _PARAGRAPH_BREAK.split(text) if p.strip()]

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import exists, func, select, update
 from sqlalchemy.orm import Session
 
+from app.admin.prm import pool_status
 from app.admin.progress import queue_by_generation
 from app.config import Settings
 from app.labeling.quality import add_quality_control_to_generation
@@ -130,14 +131,14 @@ def next_generation(session: Session) -> int:
     return int(highest) + 1
 
 
-def pool_summary(session: Session) -> dict[str, int]:
+def pool_summary(session: Session, settings: Settings) -> dict[str, int]:
     """What is left to choose from: unlabeled, unqueued solutions, and the wrong answers
-    among them (the convincing-wrong-answer candidates)."""
-    left = pool(session)
+    among them (the convincing-wrong-answer candidates), counted as the PRM page counts them."""
+    left = pool_status(session, settings)
     return {
-        "pool": len(left),
-        "wrong_answer_candidates": sum(p.answer_correct is False for p in left),
-        "ungraded": sum(p.answer_correct is None for p in left),
+        "pool": left.left,
+        "wrong_answer_candidates": left.wrong_answer_candidates,
+        "ungraded": left.ungraded,
     }
 
 

@@ -12,7 +12,6 @@ an L2 prior, AdamW over shuffled batches of labeled steps.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 import time
@@ -26,6 +25,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from transformers import PreTrainedTokenizerBase
 
+from worker.eval_sets import unit_hash
 from worker.features import FeatureCache
 from worker.model import (
     IGNORE_INDEX,
@@ -70,11 +70,6 @@ class Example:
         return [(i, label) for i, label in enumerate(self.labels) if label is not None]
 
 
-def _unit_hash(seed: int, problem_id: int) -> float:
-    digest = hashlib.sha256(f"{seed}:{problem_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
-
-
 def split_by_problem(
     examples: list[Example], fraction: float, seed: int
 ) -> tuple[list[Example], list[Example]]:
@@ -85,7 +80,7 @@ def split_by_problem(
     earlier held-out problems. With two or more problems and 0 < fraction, each side
     gets at least one problem.
     """
-    hashes = {e.problem_id: _unit_hash(seed, e.problem_id) for e in examples}
+    hashes = {e.problem_id: unit_hash(seed, str(e.problem_id)) for e in examples}
     held = {pid for pid, value in hashes.items() if value < fraction}
     if fraction > 0 and len(hashes) >= 2:
         ranked = sorted(hashes, key=hashes.__getitem__)

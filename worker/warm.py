@@ -20,7 +20,7 @@ from app.config import Settings
 from app.db import transaction
 from worker import repository
 from worker.cycle import feature_cache, training_args_from
-from worker.eval_sets import load_best_of_n, processbench_split
+from worker.eval_sets import file_sets
 from worker.pretrained import resolve_base_model
 from worker.score import step_features
 from worker.train import setup
@@ -33,12 +33,11 @@ CHUNK = 64
 
 def evaluation_items(settings: Settings) -> list[tuple[str, list[str]]]:
     """Every (problem, steps) the runs' evaluation scores, as worker/cycle.py reads them."""
-    directory = settings.eval_dir
-    if directory is None:
-        return []
-    split = processbench_split(directory, settings.eval_processbench_per_subset or None)
-    samples = load_best_of_n(directory, settings.eval_best_of_n_problems or None)
-    return [(s.problem, s.steps) for s in split.calibration + split.test] + [
+    split, samples = file_sets(
+        settings.eval_dir, settings.eval_processbench_per_subset, settings.eval_best_of_n_problems
+    )
+    solutions = split.calibration + split.test if split else []
+    return [(s.problem, s.steps) for s in solutions] + [
         (p.problem, steps) for p in samples for steps in p.samples
     ]
 
