@@ -94,7 +94,7 @@ from worker.evaluate import Statistic
 from worker.features import FeatureCache, cache_for
 from worker.model import PRM, TrainingArgs, training_args_for
 from worker.pretrained import resolve_base_model
-from worker.score import Throughput, solution_score, step_features, step_probabilities
+from worker.score import Throughput, fill_cache, solution_score, step_probabilities
 from worker.select import (
     STRATEGIES,
     Candidate,
@@ -196,14 +196,22 @@ class Learner:
         model, tokenizer, _device = setup(args)
         return cls(model, tokenizer, args, cache_for(model, args, cache_dir))
 
-    def warm(self, data: Data) -> Throughput:
+    def warm(self, data: Data, progress: Progress) -> Throughput:
         """Put every sequence the runs will read into the cache: the labeled paths (a path
         that ends at an error is a prefix of its solution, a sequence of its own) and every
         whole solution."""
         everything = [*data.pool, *data.split.calibration, *data.split.test]
         items = [(e.problem, e.steps) for e in data.examples]
         items += [(i.problem, i.steps) for i in everything]
-        return step_features(self.model, self.tokenizer, items, self.args, self.cache)[1]
+        assert self.cache is not None, "head mode has a feature cache"
+
+        def report(done: int, throughput: Throughput) -> None:
+            progress.line(
+                f"features: {done} of {len(items)} sequences, "
+                f"{throughput.tokens_per_second:.0f} tokens/s"
+            )
+
+        return fill_cache(self.model, self.tokenizer, items, self.args, self.cache, report)
 
     def fit(self, examples: list[Example]) -> None:
         """Train the head from scratch on ``examples``."""
@@ -421,7 +429,7 @@ def grow(
 def compare(data: Data, options: argparse.Namespace, progress: Progress) -> dict[str, Any]:
     """Every strategy from every seed's seed set; the runs and the setup's timings."""
     learner = Learner.load(options.base_model, options.cache_dir)
-    warmed = learner.warm(data)
+    warmed = learner.warm(data, progress)
     progress.line(f"features of {warmed.sequences} new sequences in {warmed.seconds:.1f} s")
     # Past the warm-up the backbone never runs: the rounds train a linear head on cached
     # features, whose tiny matrix products two threads slow ninefold on a busy machine.

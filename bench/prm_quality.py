@@ -2,6 +2,8 @@
 
     .venv/bin/python -m bench.prm_quality                      # constant, tiny, smollm2-135m
     .venv/bin/python -m bench.prm_quality --models smollm2-135m --per-subset 100
+    .venv/bin/python -m bench.prm_quality --subsets gsm8k,math \
+        --train-subsets gsm8k,math,olympiadbench,omnimath     # judged on two, trained on four
 
 The data: ProcessBench (../shared/data, or ``--data``), 3,400 solutions with expert
 first-error labels, turned into step labels as PRM800K gives them: steps before the first
@@ -9,7 +11,9 @@ error positive, the error step negative, later steps unlabeled. Problems are spl
 hash of their text (``--seed``): ``--test-share`` of them are the test problems, never
 trained on and never used to choose anything; of the others, ``CALIBRATION_SHARE`` are
 calibration problems (where the first-error threshold is chosen) and the rest are
-trained on.
+trained on. ``--train-subsets`` trains on other subsets' training problems as well; a
+problem's side depends on its text alone, so the test problems stay the same. Features
+are cached first, with a progress line on stderr every 64 solutions computed.
 
 The models, each trained and scored by the worker's own code (worker/train.py ``fit``,
 worker/score.py, worker/evaluate.py):
@@ -41,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from transformers import PreTrainedTokenizerBase
 
 from app.config import get_settings
 from worker import evaluate
@@ -52,10 +57,10 @@ from worker.eval_sets import (
     load_processbench,
     split_by_problem_hash,
 )
-from worker.features import cache_for
-from worker.model import LABELS, TINY, TrainingArgs, training_args_for
+from worker.features import FeatureCache, cache_for
+from worker.model import LABELS, PRM, TINY, TrainingArgs, training_args_for
 from worker.pretrained import resolve_base_model
-from worker.score import step_probabilities
+from worker.score import Throughput, fill_cache, step_probabilities
 from worker.train import Example, fit, setup
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -76,6 +81,17 @@ def split(items: list[ProcessBenchItem], test_share: float, seed: int) -> Split:
     test, rest = split_by_problem_hash(items, test_share, seed)
     calibration, train = split_by_problem_hash(rest, CALIBRATION_SHARE, seed + 1)
     return Split(train, calibration, test)
+
+
+def restrict(data: Split, judged: Sequence[str], trained: Sequence[str]) -> Split:
+    """The split with training items from the ``trained`` subsets only, calibration and test
+    items from the ``judged`` ones. A problem's side never depends on the subsets chosen
+    (its hash decides), so a test problem stays one whatever is trained on."""
+    return Split(
+        [i for i in data.train if i.subset in trained],
+        [i for i in data.calibration if i.subset in judged],
+        [i for i in data.test if i.subset in judged],
+    )
 
 
 def examples(items: Sequence[ProcessBenchItem]) -> list[Example]:
@@ -114,6 +130,8 @@ def train_worker_model(
     started = time.process_time()
     model, tokenizer, _device = setup(args)
     cache = cache_for(model, args, cache_dir)
+    if cache is not None:
+        warm(model, tokenizer, args, cache, [*data.train, *data.calibration, *data.test])
     stop = None if deadline is None else (lambda: time.process_time() - started > deadline)
     stats = fit(model, tokenizer, examples(data.train), args, should_stop=stop, cache=cache)
     train_seconds = time.process_time() - started
@@ -133,6 +151,27 @@ def train_worker_model(
         "feature_seconds": round(stats.feature_seconds, 1),
     }
     return Trained(name, probabilities, train_seconds, notes)
+
+
+def warm(
+    model: PRM,
+    tokenizer: PreTrainedTokenizerBase,
+    args: TrainingArgs,
+    cache: FeatureCache,
+    items: list[ProcessBenchItem],
+) -> None:
+    """Fill the feature cache first, saying how far it is: a cold cache takes long."""
+    started = time.perf_counter()
+
+    def report(done: int, throughput: Throughput) -> None:
+        print(
+            f"[{time.perf_counter() - started:7.1f} s] features: {done} of {len(items)} "
+            f"solutions, {throughput.tokens_per_second:.0f} tokens/s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    fill_cache(model, tokenizer, [(i.problem, i.steps) for i in items], args, cache, report)
 
 
 def figures(trained: Trained, data: Split, seed: int) -> dict[str, Any]:
@@ -209,7 +248,13 @@ def main(argv: list[str] | None = None) -> int:
         "--models", default=",".join(DEFAULT_MODELS), help=f"from {', '.join(MODELS)}"
     )
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
-    parser.add_argument("--subsets", default=",".join(PROCESSBENCH_SUBSETS))
+    parser.add_argument(
+        "--subsets", default=",".join(PROCESSBENCH_SUBSETS), help="judged on (and calibrated)"
+    )
+    parser.add_argument(
+        "--train-subsets",
+        help="trained on (default: --subsets); their training problems only, never a test one",
+    )
     parser.add_argument(
         "--per-subset", type=int, help="a fixed sample of each subset (default: all)"
     )
@@ -227,14 +272,16 @@ def main(argv: list[str] | None = None) -> int:
         "includes the backbone's work; by default the worker's feature cache is reused",
     )
     options = parser.parse_args(argv)
+    judged = options.subsets.split(",")
+    trained = (options.train_subsets or options.subsets).split(",")
     items = fixed_sample(
-        load_processbench(options.data, options.subsets.split(",")),
+        load_processbench(options.data, list(dict.fromkeys([*judged, *trained]))),
         options.per_subset,
         options.seed,
     )
     if not items:
         parser.error(f"no ProcessBench files in {options.data}")
-    data = split(items, options.test_share, options.seed)
+    data = restrict(split(items, options.test_share, options.seed), judged, trained)
     print(
         f"ProcessBench: {len(data.train)} training, {len(data.calibration)} calibration, "
         f"{len(data.test)} test solutions",

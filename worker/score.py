@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,6 +135,40 @@ def step_features(
         model.train(was_training)
     seconds = time.perf_counter() - started
     return features, Throughput(len(items), sequences, tokens, seconds)
+
+
+def fill_cache(
+    model: PRM,
+    tokenizer: PreTrainedTokenizerBase,
+    items: list[tuple[str, list[str]]],
+    args: TrainingArgs,
+    cache: FeatureCache,
+    report: Callable[[int, Throughput], None] = lambda _done, _total: None,
+    should_stop: Callable[[], bool] = lambda: False,
+    chunk: int = 64,
+) -> Throughput:
+    """Compute the features ``cache`` lacks for ``items``, ``chunk`` solutions at a time;
+    what was computed, in all.
+
+    A cold cache takes minutes to hours on a CPU: after each chunk that computed something,
+    ``report`` gets the solutions done so far and the throughput so far, what is done is
+    already saved, and ``should_stop`` may end it there.
+    """
+    total = Throughput(0, 0, 0, 0.0)
+    for start in range(0, len(items), chunk):
+        if should_stop():
+            break
+        part = items[start : start + chunk]
+        done = step_features(model, tokenizer, part, args, cache)[1]
+        total = Throughput(
+            total.solutions + done.solutions,
+            total.sequences + done.sequences,
+            total.tokens + done.tokens,
+            total.seconds + done.seconds,
+        )
+        if done.sequences:
+            report(start + len(part), total)
+    return total
 
 
 def step_probabilities(

@@ -22,7 +22,7 @@ from worker import repository
 from worker.cycle import feature_cache, training_args_from
 from worker.eval_sets import file_sets
 from worker.pretrained import resolve_base_model
-from worker.score import step_features
+from worker.score import Throughput, fill_cache
 from worker.train import setup
 
 logger = logging.getLogger("steplabel.worker")
@@ -68,17 +68,14 @@ def warm_feature_cache(
     )
     model, tokenizer, _device = setup(args)
     cache = feature_cache(settings, model, args)
-    computed = 0
-    for start in range(0, len(items), CHUNK):
-        if should_stop():
-            break
-        _, throughput = step_features(model, tokenizer, items[start : start + CHUNK], args, cache)
-        computed += throughput.sequences
-        if throughput.sequences:
-            logger.info(
-                "features computed ahead of runs: %d of %d solutions (%.0f tokens/s)",
-                min(start + CHUNK, len(items)),
-                len(items),
-                throughput.tokens_per_second,
-            )
-    return computed
+
+    def report(done: int, throughput: Throughput) -> None:
+        logger.info(
+            "features computed ahead of runs: %d of %d solutions (%.0f tokens/s)",
+            done,
+            len(items),
+            throughput.tokens_per_second,
+        )
+
+    filled = fill_cache(model, tokenizer, items, args, cache, report, should_stop, CHUNK)
+    return filled.sequences
