@@ -68,6 +68,8 @@ def warm_feature_cache(
     )
     model, tokenizer, _device = setup(args)
     cache = feature_cache(settings, model, args)
+    if cache is None:  # not in head mode; checked above, said again for the type
+        return 0
 
     def report(done: int, throughput: Throughput) -> None:
         logger.info(
