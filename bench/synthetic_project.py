@@ -173,9 +173,9 @@ class _Builder:
                 ),
             )
         for number in range(self.shape.generations):
-            run_id = number if 0 < number <= self.shape.training_runs else None
+            chosen_by = number if 0 < number <= self.shape.training_runs else None
             qc = self.shape.qc_solutions
-            self.rows.add("generations", (number, self.start, run_id, 0, 0, qc))
+            self.rows.add("generations", (number, self.start, chosen_by, 0, 0, qc))
 
     def solution(self, problem_id: int, generation: int) -> int:
         solution_id = self.ids.take("solutions")

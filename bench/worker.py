@@ -66,6 +66,7 @@ from worker.model import (
     TrainingArgs,
     enable_gradient_checkpointing,
     encode,
+    input_embeddings,
     length_batches,
     prepare_tokenizer,
     resolve_device,
@@ -145,7 +146,8 @@ def id_word_tokenizer(vocab_size: int) -> tuple[PreTrainedTokenizerBase, list[st
     vocab[SPECIAL_TOKENS["unk_token"]] = len(words)
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=SPECIAL_TOKENS["unk_token"]))
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer = prepare_tokenizer(PreTrainedTokenizerFast(tokenizer_object=core, **SPECIAL_TOKENS))
+    fast = PreTrainedTokenizerFast(tokenizer_object=core, **SPECIAL_TOKENS)  # type: ignore[no-untyped-call]
+    tokenizer = prepare_tokenizer(fast)
     if len(tokenizer) != vocab_size:
         raise AssertionError(f"tokenizer has {len(tokenizer)} tokens, not {vocab_size}")
     return tokenizer, words
@@ -166,7 +168,7 @@ def build(
     torch.manual_seed(args.seed)
     # Initialized where it will run: filling 7B random weights on the CPU takes minutes.
     with device:
-        model = PRM(AutoModel.from_config(qwen2))
+        model = PRM(AutoModel.from_config(qwen2))  # type: ignore[no-untyped-call]
     if args.gradient_checkpointing:
         enable_gradient_checkpointing(model)
     return model.to(device), tokenizer, device, words
@@ -182,7 +184,7 @@ def synthetic_examples(words: Sequence[str], count: int, seed: int) -> list[Exam
     examples = []
     for index in range(count):
         steps = [_text(rng, words, STEP_WORDS) for _ in range(rng.randint(*STEPS_PER_SOLUTION))]
-        labels = [rng.choice(STEP_RATINGS) for _ in steps]
+        labels: list[int | None] = [rng.choice(STEP_RATINGS) for _ in steps]
         if rng.random() < ENDS_IN_ERROR:
             labels[-1] = -1
         examples.append(Example(index, _text(rng, words, PROBLEM_WORDS), steps, labels))
@@ -370,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     model, tokenizer, device, words = build(options.config, args)
     peak = peak_tflops(device, options.peak_tflops)
     parameters = sum(p.numel() for p in model.parameters())
-    multiplying = parameters - model.backbone.get_input_embeddings().weight.numel()
+    multiplying = parameters - input_embeddings(model.backbone).weight.numel()
     backbone_config = model.backbone.config
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(
