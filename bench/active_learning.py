@@ -27,7 +27,10 @@ Each seed (``--seeds``, default 5; a seed changes the uniform seed set and the r
 strategies' draws, never the split nor the head's initialization): ``--seed-size`` (50)
 pool solutions chosen uniformly are labeled and the PRM trained on them (worker/train.py
 ``fit`` in ``head`` mode: SmolLM2-135M's frozen features from the shared feature cache, a
-linear head retrained from scratch on every label so far). Then, in rounds, the PRM scores
+linear head retrained from scratch on every label so far; with ``--mode full`` or
+``lora``, the whole PRM fine-tuned from its pretrained weights on every label so far, as
+the paper retrained, on a GPU where there is one, ``--device``; the mode and device are
+recorded with the figures). Then, in rounds, the PRM scores
 the unlabeled pool (worker/score.py ``step_probabilities``, ``solution_score``;
 ``first_error_entropy``), the strategy picks the next solutions with worker/select.py
 ``select``, they are labeled and the PRM is retrained. A round labels ``--batch`` (50)
@@ -182,19 +185,27 @@ def load(options: argparse.Namespace) -> Data:
 
 @dataclass
 class Learner:
-    """The PRM: the worker's model in head mode, with its feature cache."""
+    """The PRM: the worker's model, in head mode with its feature cache (the CPU default),
+    or in full or lora mode (a GPU's), retrained from the pretrained weights every round."""
 
     model: PRM
     tokenizer: PreTrainedTokenizerBase
     args: TrainingArgs
     cache: FeatureCache | None
+    device: torch.device
 
     @classmethod
-    def load(cls, base_model: str, cache_dir: Path) -> Learner:
-        """The same model for every seed: its head starts alike, and only the labels vary."""
-        args = training_args_for(base_model, mode="head", device="cpu", seed=MODEL_SEED)
-        model, tokenizer, _device = setup(args)
-        return cls(model, tokenizer, args, cache_for(model, args, cache_dir))
+    def load(cls, base_model: str, cache_dir: Path, mode: str, device: str) -> Learner:
+        """The same model for every seed: it starts alike, and only the labels vary."""
+        args = training_args_for(base_model, mode=mode, device=device, seed=MODEL_SEED)
+        model, tokenizer, resolved = setup(args)
+        return cls(model, tokenizer, args, cache_for(model, args, cache_dir), resolved)
+
+    @property
+    def described(self) -> str:
+        """The mode and the device, as the figures record them."""
+        name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
+        return f"{self.args.mode} on {name}"
 
     def warm(self, data: Data, progress: Progress) -> Throughput:
         """Put every sequence the runs will read into the cache: the labeled paths (a path
@@ -203,7 +214,8 @@ class Learner:
         everything = [*data.pool, *data.split.calibration, *data.split.test]
         items = [(e.problem, e.steps) for e in data.examples]
         items += [(i.problem, i.steps) for i in everything]
-        assert self.cache is not None, "head mode has a feature cache"
+        if self.cache is None:  # full or lora: the backbone trains, nothing to cache
+            return Throughput(0, 0, 0, 0.0)
 
         def report(done: int, throughput: Throughput) -> None:
             progress.line(
@@ -214,7 +226,10 @@ class Learner:
         return fill_cache(self.model, self.tokenizer, items, self.args, self.cache, report)
 
     def fit(self, examples: list[Example]) -> None:
-        """Train the head from scratch on ``examples``."""
+        """Train from scratch on ``examples``: a new head on the frozen backbone, or in the
+        other modes the whole model from its pretrained weights, as in the paper's rounds."""
+        if self.args.mode != "head":
+            self.model = setup(self.args)[0]
         fit(self.model, self.tokenizer, examples, self.args, cache=self.cache)
 
     def probabilities(self, items: Sequence[ProcessBenchItem]) -> list[np.ndarray]:
@@ -428,13 +443,15 @@ def grow(
 
 def compare(data: Data, options: argparse.Namespace, progress: Progress) -> dict[str, Any]:
     """Every strategy from every seed's seed set; the runs and the setup's timings."""
-    learner = Learner.load(options.base_model, options.cache_dir)
+    learner = Learner.load(options.base_model, options.cache_dir, options.mode, options.device)
+    progress.line(f"the PRM: {options.model}, {learner.described}")
     warmed = learner.warm(data, progress)
     progress.line(f"features of {warmed.sequences} new sequences in {warmed.seconds:.1f} s")
     # Past the warm-up the backbone never runs: the rounds train a linear head on cached
     # features, whose tiny matrix products two threads slow ninefold on a busy machine.
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    if learner.args.mode == "head":
+        torch.set_num_threads(1)
     runs: dict[Strategy, list[Run]] = {s: [] for s in options.strategies}
     starts = []
     for seed in range(options.seeds):
@@ -449,6 +466,9 @@ def compare(data: Data, options: argparse.Namespace, progress: Progress) -> dict
             runs[strategy].append(grow(learner, data, strategy, begun, options, progress))
     torch.set_num_threads(threads)
     setup = {
+        "model": options.model,
+        "mode": learner.args.mode,
+        "device": learner.described,
         "feature_sequences_computed": warmed.sequences,
         "feature_seconds": round(warmed.seconds, 1),
         "seed_set_seconds": starts,
@@ -769,6 +789,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         prog="python -m bench.active_learning", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--model", default="smollm2-135m", help="smollm2-135m or tiny")
+    parser.add_argument(
+        "--mode",
+        choices=("head", "full", "lora"),
+        default="head",
+        help="head: the CPU default; full: fine-tune the whole PRM each round (a GPU's)",
+    )
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument(
         "--subsets", default=",".join(DEFAULT_SUBSETS), help=", ".join(PROCESSBENCH_SUBSETS)

@@ -85,3 +85,31 @@ def test_every_strategy_labels_each_budget_and_never_a_test_problem(
     assert all(e["low"] <= e["value"] <= e["high"] for e in shown)
     assert all(0 <= r["negatives_per_label"] <= 1 for r in rows)
     assert plot.read_text().startswith("<svg")
+
+
+def test_full_mode_trains_without_the_feature_cache_and_records_the_device(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    figures = tmp_path / "figures.json"
+    main(
+        [
+            "--model=tiny",
+            "--mode=full",
+            "--device=cpu",
+            "--subsets=gsm8k",
+            "--per-subset=12",
+            "--seed-size=3",
+            "--budgets=5",
+            "--batch=2",
+            "--seeds=1",
+            "--strategies=uniform,convincing_wrong",
+            f"--cache-dir={tmp_path / 'cache'}",
+            f"--plot={tmp_path / 'plot.svg'}",
+            f"--json={figures}",
+        ]
+    )
+    result = json.loads(figures.read_text())
+    assert result["setup"]["mode"] == "full"
+    assert result["setup"]["device"] == "full on cpu"
+    assert result["setup"]["feature_sequences_computed"] == 0  # nothing cached: it trains
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
