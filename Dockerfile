@@ -25,4 +25,4 @@ RUN useradd --system --create-home steplabel \
     && chown steplabel /data/checkpoints
 USER steplabel
 EXPOSE 8000
-CMD ["uvicorn", "app.main:app", "--host", "0.0.0.0", "--port", "8000"]
+CMD ["uvicorn", "app.main:app", "--no-proxy-headers", "--host", "0.0.0.0", "--port", "8000"]

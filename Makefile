@@ -48,7 +48,7 @@ worker: migrate
 	$(BIN)/python -m worker
 
 serve: install static
-	$(BIN)/uvicorn app.main:app --host $(HOST) --port $(PORT)
+	$(BIN)/uvicorn app.main:app --no-proxy-headers --host $(HOST) --port $(PORT)
 
 export: migrate
 	@mkdir -p exports

@@ -1,32 +1,30 @@
 """Logins, signed session cookies, CSRF tokens, and the user dependencies routes rely on.
 
 The session cookie (Starlette's SessionMiddleware, signed with the project's secret) holds
-the user's id, their ``session_version`` and a CSRF token. Deactivating a user or bumping
-their version ends every session they have at the next request.
+the user's id, their ``session_version`` and a CSRF token. Logging out, a password reset,
+deactivation or an admin's "end sessions" bump the version, which ends every session the
+user has, copies of the cookie included, at their next request.
 """
 
 import hmac
 import secrets
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
-from sqlalchemy import Connection, and_, bindparam, delete, func, or_, select
+from sqlalchemy import Connection, Engine, and_, bindparam, select, update
 from sqlalchemy.orm import Session
 
+from app import throttle
 from app.db import DbSession
-from app.models import USERS, LoginFailure, Role, User, utc_now
+from app.models import USERS, Role, User, utc_now
 from app.statements import AnyRow, run
 from app.users import hash_password, verify_password
 
 CSRF_HEADER = "X-CSRF-Token"
 CSRF_FIELD = "csrf_token"
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
-
-THROTTLE_WINDOW = timedelta(minutes=15)
-MAX_FAILURES_PER_NAME = 5
-MAX_FAILURES_PER_ADDRESS = 20
 
 
 @dataclass(frozen=True)
@@ -40,34 +38,41 @@ class Viewer:
 
 
 class LoginThrottled(Exception):
-    """Too many failed logins for this name or address; try again later."""
+    """Too many recent attempts for this account or address: the next waits until ``until``."""
+
+    def __init__(self, until: datetime) -> None:
+        super().__init__(until)
+        self.until = until
 
 
 def authenticate(
     session: Session, name: str, password: str, address: str, now: datetime | None = None
 ) -> User | None:
-    """The active user with this name and password, else None (and the failure is kept)."""
-    now = now or utc_now()
-    since = now - THROTTLE_WINDOW
-    session.execute(delete(LoginFailure).where(LoginFailure.at < since))
-    by_name, by_address = session.execute(
-        select(
-            func.count().filter(LoginFailure.name == name),
-            func.count().filter(LoginFailure.address == address),
-        ).where(
-            LoginFailure.at >= since,
-            or_(LoginFailure.name == name, LoginFailure.address == address),
-        )
-    ).one()
-    if by_name >= MAX_FAILURES_PER_NAME or by_address >= MAX_FAILURES_PER_ADDRESS:
-        raise LoginThrottled
+    """The active user with this name and password, else None; LoginThrottled when the
+    attempt must wait (app/throttle.py).
+
+    Call it before ``session`` runs its first statement: on SQLite the session's
+    transaction holds the write lock that counting the attempt needs.
+    """
+    if not name:
+        return None
+    # Counted in a transaction of its own, committed before the slow password check, so
+    # that concurrent guesses count each other (the request's session commits too late).
+    until = throttle.take_attempt(_engine_of(session), name, address, now or utc_now())
+    if until is not None:
+        raise LoginThrottled(until)
     user = session.scalar(select(User).where(User.name == name, User.is_active.is_(True)))
     # Hash even for unknown names so that timing does not tell which names exist.
     hash_to_check = user.password_hash if user else _DUMMY_HASH
     if verify_password(hash_to_check, password) and user is not None:
+        throttle.give_back(session, name, address)
         return user
-    session.add(LoginFailure(name=name, address=address, at=now))
     return None
+
+
+def _engine_of(session: Session) -> Engine:
+    bind = session.get_bind()
+    return bind if isinstance(bind, Engine) else bind.engine
 
 
 # Checked against for unknown names, so that they cost as much time as known ones.
@@ -81,7 +86,17 @@ def log_in(request: Request, user: User) -> None:
     )
 
 
-def log_out(request: Request) -> None:
+def log_out(request: Request, session: Session) -> None:
+    """End the login, and with it every copy of its cookie (and the user's other logins:
+    the cookie is signed, not stored, so only the user's session version can revoke it)."""
+    user_id = request.session.get("user_id")
+    version = request.session.get("version")
+    if isinstance(user_id, int) and isinstance(version, int):
+        session.execute(
+            update(User)
+            .where(User.id == user_id, User.session_version == version)
+            .values(session_version=User.session_version + 1)
+        )
     request.session.clear()
 
 

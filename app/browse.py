@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from app.auth import current_admin
 from app.db import DbSession
+from app.inputs import DbId, PageNumber
 from app.models import Base, Label, Problem, Solution, StepCompletion, User
 from app.templating import render, wants_fragment
 
@@ -152,7 +153,7 @@ def database_error(session: Session) -> str | None:
     return None
 
 
-def existing_problem(problem_id: int, session: DbSession) -> ProblemDetail:
+def existing_problem(problem_id: DbId, session: DbSession) -> ProblemDetail:
     """Dependency: the problem named in the path, or 404."""
     detail = problem_detail(session, problem_id)
     if detail is None:
@@ -162,7 +163,7 @@ def existing_problem(problem_id: int, session: DbSession) -> ProblemDetail:
 
 @admin.get("/admin/data", response_class=HTMLResponse)
 def index(
-    request: Request, session: DbSession, page: Annotated[int, Query(ge=1)] = 1
+    request: Request, session: DbSession, page: Annotated[PageNumber, Query()] = 1
 ) -> HTMLResponse:
     problems = problem_page(session, page)
     if wants_fragment(request):

@@ -1,26 +1,34 @@
 """The steplabel command line: migrate, import, export and seed the demo."""
 
+# Each command imports what it needs when it runs: `steplabel --help` loads typer and none of
+# SQLAlchemy, pydantic or numpy (tests/test_cli.py checks), so the few values the options
+# need from the tables are spelled out here, and a test checks that they agree.
+
+import enum
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
-from sqlalchemy.exc import IntegrityError
 
-from app import schema, training, users
-from app.columns import integer_bounds
-from app.config import SettingsError, get_settings
-from app.datasets import importing
-from app.datasets.demo_seed import SeedReport, seed
-from app.datasets.export import EXPORT_FORMATS, ExportError, ExportFilter, write_export
-from app.datasets.reading import ImportLineError, read_files
-from app.db import get_engine, transaction
-from app.labeling import quality
-from app.models import SOLUTIONS, Role
+from app.progress import TerminalProgress, terminal_progress
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from app.datasets.demo_seed import SeedReport
+    from app.datasets.export import ExportFilter
+    from app.datasets.importing import ImportSummary
+    from app.datasets.reading import ImportLineError
+
+EXPORT_FORMATS = ("prm800k", "trl")
+"""What ``write_export`` writes."""
+NOTES_FORMAT = "notes"
+FORMATS = (*EXPORT_FORMATS, NOTES_FORMAT)
 
 cli = typer.Typer(
     help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False
@@ -36,7 +44,15 @@ Files = Annotated[list[Path], typer.Argument(help="JSONL files ('-' for standard
 SkipInvalid = Annotated[
     bool, typer.Option("--skip-invalid", help="Report bad lines and import the rest.")
 ]
-GENERATION_BOUNDS = integer_bounds(SOLUTIONS.c.generation)
+GENERATION_BOUNDS = (-(2**31), 2**31 - 1)
+"""What ``solutions.generation`` (INTEGER) holds."""
+
+
+class RoleName(enum.StrEnum):
+    """The values of ``app.models.Role``."""
+
+    LABELER = "labeler"
+    ADMIN = "admin"
 
 
 def _fail(message: str, status: int = 1) -> None:
@@ -47,6 +63,9 @@ def _fail(message: str, status: int = 1) -> None:
 @cli.command()
 def migrate() -> None:
     """Create or upgrade the database schema."""
+    from app import schema
+    from app.config import get_settings
+
     schema.upgrade(get_settings().database_url)
     typer.echo(f"database at head: {_database_name()}")
 
@@ -54,28 +73,51 @@ def migrate() -> None:
 def _database_name() -> str:
     from sqlalchemy.engine import make_url
 
+    from app.config import get_settings
+
     return make_url(get_settings().database_url).render_as_string(hide_password=True)
 
 
 def _require_current_schema() -> None:
+    from app import schema
+    from app.db import get_engine
+
     try:
         schema.check_current(get_engine())
     except schema.SchemaOutOfDate as error:
         _fail(str(error), 2)
 
 
-ImportFunction = Callable[..., importing.ImportSummary]
+ImportFunction = Callable[..., "ImportSummary"]
+
+
+def _report_skipped(bar: TerminalProgress | None, error: "ImportLineError") -> None:
+    """A skipped line on standard error, above the progress bar where one is drawn."""
+    if bar is None:
+        typer.echo(f"{error} (skipped)", err=True)
+    else:
+        bar.note(f"{error} (skipped)")
 
 
 def _run_import(function: ImportFunction, files: list[Path], skip_invalid: bool) -> None:
-    def report(error: ImportLineError) -> None:
-        typer.echo(f"{error} (skipped)", err=True)
+    from sqlalchemy.exc import IntegrityError
+
+    from app.datasets.bulk import paused_gc
+    from app.datasets.reading import ImportLineError, count_file_lines, read_files
+    from app.db import transaction
 
     _require_current_schema()
     try:
-        with transaction() as session:
+        with (
+            terminal_progress("importing", "lines", lambda: count_file_lines(files)) as bar,
+            transaction() as session,
+            paused_gc(),
+        ):
             summary = function(
-                session, read_files(files), skip_invalid=skip_invalid, on_invalid=report
+                session,
+                read_files(files, bar),
+                skip_invalid=skip_invalid,
+                on_invalid=partial(_report_skipped, bar),
             )
     except ImportLineError as error:
         _fail(f"{error}\nnothing was imported")
@@ -90,12 +132,16 @@ def _run_import(function: ImportFunction, files: list[Path], skip_invalid: bool)
 @import_cli.command("prm800k")
 def import_prm800k(files: Files, skip_invalid: SkipInvalid = False) -> None:
     """PRM800K label lines: phase 1 and 2, quality-control and screening questions."""
+    from app.datasets import importing
+
     _run_import(importing.import_prm800k, files, skip_invalid)
 
 
 @import_cli.command("problems")
 def import_problems(files: Files, skip_invalid: SkipInvalid = False) -> None:
     """MATH problems: PRM800K's split format or the original Hendrycks format."""
+    from app.datasets import importing
+
     _run_import(importing.import_problems, files, skip_invalid)
 
 
@@ -116,6 +162,8 @@ def import_solutions(
     ] = True,
 ) -> None:
     """Model solutions to label: {problem|unique_id, steps|solution, answer?, score?, ...}."""
+    from app.datasets import importing
+
     _run_import(
         partial(importing.import_solutions, generation=generation, queue=queue),
         files,
@@ -137,7 +185,7 @@ def _output(path: str) -> Iterator[TextIO]:
 def export(
     output: Annotated[str, typer.Option("--output", "-o", help="File to write, '-' for stdout.")],
     export_format: Annotated[
-        str, typer.Option("--format", help=f"One of: {', '.join(EXPORT_FORMATS)}.")
+        str, typer.Option("--format", help=f"One of: {', '.join(FORMATS)}.")
     ] = "prm800k",
     generation: Annotated[
         list[int] | None, typer.Option(help="Only these generations (repeatable).")
@@ -156,9 +204,14 @@ def export(
         typer.Option("--include-screening/--exclude-screening", help="Screening labels."),
     ] = True,
 ) -> None:
-    """Write labels as PRM800K JSONL (one line per label) or TRL stepwise rows."""
-    if export_format not in EXPORT_FORMATS:
-        _fail(f"--format must be one of {', '.join(EXPORT_FORMATS)}, not {export_format!r}", 2)
+    """Write labels as PRM800K JSONL (one line per label) or TRL stepwise rows, or the
+    give-up and bad-problem notes of the labels (``--format notes``)."""
+    from app.datasets.bulk import paused_gc
+    from app.datasets.export import ExportError, ExportFilter, count_labels
+    from app.db import transaction
+
+    if export_format not in FORMATS:
+        _fail(f"--format must be one of {', '.join(FORMATS)}, not {export_format!r}", 2)
     label_filter = ExportFilter(
         generations=generation or (),
         since=since,
@@ -168,12 +221,40 @@ def export(
     )
     _require_current_schema()
     try:
-        with transaction() as session, _output(output) as stream:
-            summary = write_export(session, stream, label_filter, export_format)
+        with (
+            transaction() as session,
+            _output(output) as stream,
+            # Not over lines written to the same terminal: each would break the other.
+            terminal_progress(
+                "exporting",
+                "labels",
+                lambda: count_labels(session, label_filter),
+                quiet=(output == "-" and sys.stdout.isatty()) or export_format == NOTES_FORMAT,
+            ) as bar,
+            paused_gc(),
+        ):
+            written = _write(session, stream, label_filter, export_format, bar)
     except ExportError as error:
         _fail(f"{error}; the export stopped there")
     where = "standard output" if output == "-" else output
-    typer.echo(f"wrote {summary.describe()} to {where}", err=True)
+    typer.echo(f"wrote {written} to {where}", err=True)
+
+
+def _write(
+    session: "Session",
+    stream: TextIO,
+    label_filter: "ExportFilter",
+    export_format: str,
+    bar: TerminalProgress | None,
+) -> str:
+    """Write the export in ``export_format``; returns what it wrote, in words."""
+    from app.admin.notes import write_notes
+    from app.datasets.export import write_export
+
+    # PRM800K has no field for a note: notes go to a file of their own.
+    if export_format == NOTES_FORMAT:
+        return f"{write_notes(session, stream, label_filter)} notes"
+    return write_export(session, stream, label_filter, export_format, bar).describe()
 
 
 @cli.command("seed-demo")
@@ -183,13 +264,16 @@ def seed_demo(
     ] = Path("demo-credentials.txt"),
 ) -> None:
     """Create demo users (printing their passwords) and demo problems to label, once."""
+    from app.datasets.demo_seed import seed
+    from app.db import transaction
+
     _require_current_schema()
     with transaction() as session:
         report = seed(session)
     _print_seed_report(report, credentials)
 
 
-def _print_seed_report(report: SeedReport, credentials: Path) -> None:
+def _print_seed_report(report: "SeedReport", credentials: Path) -> None:
     typer.echo(report.describe())
     if report.passwords:
         lines = [f"{name}\t{role}\t{password}" for name, role, password in report.passwords]
@@ -207,18 +291,22 @@ PasswordOption = Annotated[
 @users_cli.command("add")
 def users_add(
     name: Name,
-    role: Annotated[Role, typer.Option(help="labeler or admin.")] = Role.LABELER,
+    role: Annotated[RoleName, typer.Option(help="labeler or admin.")] = RoleName.LABELER,
     password: PasswordOption = None,
     approved: Annotated[
         bool, typer.Option("--approved", help="Skip screening: regular tasks at once.")
     ] = False,
 ) -> None:
     """Create a user."""
+    from app import users
+    from app.db import transaction
+    from app.models import Role
+
     _require_current_schema()
     chosen = password or users.new_password()
     try:
         with transaction() as session:
-            users.create_user(session, name, role, chosen, approved=approved)
+            users.create_user(session, name, Role(role), chosen, approved=approved)
     except ValueError as error:
         _fail(str(error))
     typer.echo(f"created {role.value} {name}" + ("" if password else f", password: {chosen}"))
@@ -227,6 +315,9 @@ def users_add(
 @users_cli.command("list")
 def users_list() -> None:
     """List users: name, role, active, approved, UUID."""
+    from app import users
+    from app.db import transaction
+
     _require_current_schema()
     with transaction() as session:
         for user in users.list_users(session):
@@ -236,6 +327,8 @@ def users_list() -> None:
 
 
 def _change_user(change: Callable[..., object], *args: str) -> None:
+    from app.db import transaction
+
     _require_current_schema()
     try:
         with transaction() as session:
@@ -247,6 +340,8 @@ def _change_user(change: Callable[..., object], *args: str) -> None:
 @users_cli.command("deactivate")
 def users_deactivate(name: Name) -> None:
     """Deactivate a user: they are logged out at their next request."""
+    from app import users
+
     _change_user(users.deactivate, name)
     typer.echo(f"deactivated {name}")
 
@@ -254,6 +349,8 @@ def users_deactivate(name: Name) -> None:
 @users_cli.command("reactivate")
 def users_reactivate(name: Name) -> None:
     """Let a deactivated user log in again (with the password they had)."""
+    from app import users
+
     _change_user(users.reactivate, name)
     typer.echo(f"reactivated {name}")
 
@@ -261,6 +358,8 @@ def users_reactivate(name: Name) -> None:
 @users_cli.command("approve")
 def users_approve(name: Name) -> None:
     """Open regular tasks to a labeler after screening."""
+    from app import users
+
     _change_user(users.approve, name)
     typer.echo(f"approved {name}")
 
@@ -268,6 +367,8 @@ def users_approve(name: Name) -> None:
 @users_cli.command("reset-password")
 def users_reset_password(name: Name, password: PasswordOption = None) -> None:
     """Set a new password (printed if made here) and end the user's sessions."""
+    from app import users
+
     chosen = password or users.new_password()
     _change_user(users.reset_password, name, chosen)
     typer.echo(f"password of {name} reset" + ("" if password else f": {chosen}"))
@@ -279,10 +380,13 @@ def qc_add(
     label_id: Annotated[int, typer.Argument(help="Its gold label (for example an admin's).")],
 ) -> None:
     """Make a solution a quality-control question with a gold label."""
+    from app.db import transaction
+    from app.quality.questions import mark_quality_control
+
     _require_current_schema()
     try:
         with transaction() as session:
-            quality.mark_quality_control(session, solution_id, label_id)
+            mark_quality_control(session, solution_id, label_id)
     except (LookupError, ValueError) as error:
         _fail(str(error.args[0]))
     typer.echo(f"solution {solution_id} is a quality-control question (gold label {label_id})")
@@ -291,10 +395,13 @@ def qc_add(
 @qc_cli.command("remove")
 def qc_remove(solution_id: Annotated[int, typer.Argument()]) -> None:
     """Stop serving a solution as a quality-control question."""
+    from app.db import transaction
+    from app.quality.questions import unmark_quality_control
+
     _require_current_schema()
     try:
         with transaction() as session:
-            quality.unmark_quality_control(session, solution_id)
+            unmark_quality_control(session, solution_id)
     except LookupError as error:
         _fail(str(error.args[0]))
     typer.echo(f"solution {solution_id} is no longer a quality-control question")
@@ -303,6 +410,9 @@ def qc_remove(solution_id: Annotated[int, typer.Argument()]) -> None:
 @cli.command("train-now")
 def train_now() -> None:
     """Ask the PRM worker for a training run as soon as it is free."""
+    from app import training
+    from app.db import transaction
+
     _require_current_schema()
     with transaction() as session:
         run = training.request_run(session)
@@ -312,6 +422,11 @@ def train_now() -> None:
 def main() -> None:
     try:
         cli()
-    except SettingsError as error:
+    except Exception as error:
+        # Settings are read (and app.config imported) only by the commands that need them.
+        from app.config import SettingsError
+
+        if not isinstance(error, SettingsError):
+            raise
         typer.echo(str(error), err=True)
         sys.exit(2)

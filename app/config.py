@@ -1,12 +1,13 @@
 """Settings, read from the environment (prefix ``STEPLABEL_``) or a ``.env`` file."""
 
+import ipaddress
 import secrets
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ENV_PREFIX = "STEPLABEL_"
 SUPPORTED_DATABASES = ("sqlite", "postgresql+psycopg")
@@ -33,6 +34,17 @@ class Settings(BaseSettings):
     secure_cookies: bool = False
     """Send the session cookie over HTTPS only (set it behind TLS)."""
 
+    trusted_proxies: Annotated[list[str], NoDecode] = []
+    """Addresses or networks (``10.0.0.0/8``) of reverse proxies whose ``X-Forwarded-For``
+    and ``X-Forwarded-Proto`` say who the client is; comma-separated. None by default: a
+    client could otherwise name any address and dodge the per-address login limits."""
+
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    """The largest request body, except dataset uploads; a larger one is answered 413."""
+
+    max_upload_bytes: int = Field(default=2 * 1024**3, ge=1024)
+    """The largest dataset upload (``/admin/imports``) from a logged-in user."""
+
     lease_minutes: int = Field(default=30, ge=1, le=24 * 60)
     """How long a task stays with a labeler before it returns to the queue."""
 
@@ -44,6 +56,10 @@ class Settings(BaseSettings):
 
     screening_threshold: float = Field(default=0.8, ge=0.0, le=1.0)
     """Share of a gold label's step ratings a labeler must match to pass screening and QC."""
+
+    qc_min_answers: int = Field(default=3, ge=1, le=1000)
+    """Quality-control answers a labeler needs before QC gives a verdict: one answer is too
+    few to call anyone failing."""
 
     # The PRM worker (python -m worker).
     prm_base_model: str = "smollm2-135m"
@@ -126,6 +142,19 @@ class Settings(BaseSettings):
 
     generation_max_size: int = Field(default=400, ge=1)
     """At most this many solutions per generation."""
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _proxy_networks(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        entries = [entry.strip() for entry in value.split(",") if entry.strip()]
+        for entry in entries:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or network") from None
+        return entries
 
     @field_validator("database_url")
     @classmethod

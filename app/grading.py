@@ -6,7 +6,7 @@ an equation against a value. The rest goes to math-verify (``parse``, then ``ver
 the ground truth first) in a small shared process pool.
 
 Why a process pool: math-verify's own time limit is ``signal.alarm``, which only works on
-the main thread, and the web app grades from worker threads. A thread cannot stop a runaway
+the main thread, and a caller may grade from any thread. A thread cannot stop a runaway
 sympy computation (``9^{9^{9}}`` computes for minutes); each bad answer would leak a busy
 thread. A process can be killed. So math-verify runs with its timeouts off, in the workers
 of a small shared pool; a pair that overruns its limit gets the pool killed (a
@@ -17,6 +17,11 @@ hands a task on to its workers, so that queueing behind other callers' work neve
 Interrupting the computation inside a worker instead (an alarm in the worker's main thread)
 was tried and rejected: an interrupt lands anywhere, in sympy's lazy imports and caches too,
 and a worker was seen answering wrongly after one.
+
+The pool belongs to this module, in the process that grades (the PRM worker, a script): it
+starts on the first pair that needs math-verify, is replaced after a timeout's kill, and at
+the process's exit ``concurrent.futures`` stops its idle workers; ``shutdown_pool`` stops
+it sooner (tests). Nothing else starts or stops it: the web app never grades.
 
 Workers come from a forkserver rather than ``fork``: forking a threaded web server, or the
 torch-loaded worker, copies locks held by other threads. A script that grades must therefore
@@ -327,7 +332,7 @@ def _kill_workers(pool: ProcessPoolExecutor) -> None:
 
 
 def shutdown_pool() -> None:
-    """Stop the shared pool (at application shutdown, and in tests)."""
+    """Stop the shared pool now, rather than at the process's exit (tests)."""
     if _pool is not None:
         _discard_pool(_pool)
 

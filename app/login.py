@@ -1,5 +1,6 @@
 """Logging in and out, and the front door that sends each user to their home page."""
 
+import math
 from typing import Annotated
 from urllib.parse import urlsplit
 
@@ -15,7 +16,8 @@ from app.auth import (
     log_out,
 )
 from app.db import DbSession
-from app.models import Role, User
+from app.inputs import Text
+from app.models import Role, User, utc_now
 from app.templating import render
 
 router = APIRouter(dependencies=[Depends(check_csrf)])
@@ -50,17 +52,24 @@ def login_page(request: Request, user: MaybeUser, next: str | None = None) -> Re
 def login(
     request: Request,
     session: DbSession,
-    name: Annotated[str, Form(max_length=120)],
-    password: Annotated[str, Form(max_length=1000)],
+    name: Annotated[Text, Form(max_length=120)],
+    password: Annotated[Text, Form(max_length=1000)],
     next: Annotated[str, Form()] = "",
 ) -> Response:
+    # The proxy middleware (app/main.py) has put a trusted proxy's client here.
     address = request.client.host if request.client else "unknown"
     context = {"next": _safe_next(next) or "", "name": name}
     try:
-        user = authenticate(session, name.strip(), password, address)
-    except LoginThrottled:
-        error = "Too many failed attempts. Wait 15 minutes, or ask an admin to reset your password."
-        return render(request, "login.html", context | {"error": error}, status_code=429)
+        user = authenticate(session, name.strip(), password, address[:64])
+    except LoginThrottled as throttled:
+        wait = max(1, math.ceil((throttled.until - utc_now()).total_seconds()))
+        error = (
+            f"Too many failed attempts: try again in {_duration(wait)}, "
+            "or ask an admin to reset your password."
+        )
+        response = render(request, "login.html", context | {"error": error}, status_code=429)
+        response.headers["Retry-After"] = str(wait)
+        return response
     if user is None:
         error = "That name and password do not match an active account."
         return render(request, "login.html", context | {"error": error}, status_code=401)
@@ -68,7 +77,13 @@ def login(
     return RedirectResponse(_safe_next(next) or home_of(user), status_code=303)
 
 
+def _duration(seconds: int) -> str:
+    if seconds < 120:
+        return f"{seconds} seconds"
+    return f"{math.ceil(seconds / 60)} minutes"
+
+
 @router.post("/logout")
-def logout(request: Request) -> RedirectResponse:
-    log_out(request)
+def logout(request: Request, session: DbSession) -> RedirectResponse:
+    log_out(request, session)
     return RedirectResponse("/login", status_code=303)

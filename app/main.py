@@ -8,18 +8,25 @@ from http import HTTPStatus
 from pathlib import Path
 from urllib.parse import urlencode
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException
 from starlette.middleware.sessions import SessionMiddleware
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from app import browse, grading, login, schema
+from app import browse, login, schema
+from app.admin import import_jobs
 from app.admin import router as admin
+from app.auth import current_admin
 from app.config import get_settings, session_secret
 from app.db import dispose_engines, get_engine
+from app.inputs import json_safe
 from app.labeling import router as labeling
+from app.security import BodySizeLimit, SecurityHeaders
 from app.templating import make_templates, render, wants_fragment
 
 logger = logging.getLogger("steplabel")
@@ -33,12 +40,13 @@ async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
     get_settings()  # a bad setting stops the server at start, naming the variable
     try:
         schema.check_current(get_engine())
+        # Their thread died with the process that ran them; their transactions rolled back.
+        import_jobs.mark_interrupted(get_engine())
     except OperationalError as error:
         # The database may come up after the app; /healthz reports it until then.
         logger.warning("database unreachable at start: %s", error.orig)
     with objects_of_startup_frozen():
         yield
-    grading.shutdown_pool()
     dispose_engines()
 
 
@@ -80,6 +88,13 @@ async def http_error(request: Request, error: Exception) -> Response:
     return response
 
 
+async def invalid_request(_request: Request, error: Exception) -> Response:
+    """FastAPI's 422 for a request its types refuse, with the input it echoes made JSON-safe:
+    a NaN or a lone surrogate there would fail the response, a 500 in place of the 422."""
+    assert isinstance(error, RequestValidationError)
+    return JSONResponse({"detail": json_safe(jsonable_encoder(error.errors()))}, status_code=422)
+
+
 def _to_login(request: Request) -> Response:
     """Pages send a logged-out user to the login page, and back here afterwards."""
     target = "/login?" + urlencode({"next": request.url.path})
@@ -89,10 +104,33 @@ def _to_login(request: Request) -> Response:
     return RedirectResponse(target, status_code=303)
 
 
+UPLOAD_PATHS = ("/admin/imports",)
+"""Where admins upload datasets: these get the larger body limit."""
+
+openapi_schema = APIRouter(dependencies=[Depends(current_admin)])
+
+
+@openapi_schema.get("/openapi.json", include_in_schema=False)
+def openapi_json(request: Request) -> JSONResponse:
+    """The API's schema, for admins' tools."""
+    return JSONResponse(request.app.openapi())
+
+
 def create_app() -> FastAPI:
     settings = get_settings()
-    app = FastAPI(title="steplabel", lifespan=lifespan)
+    # No /docs or /redoc (they load their scripts from a CDN); the schema is for admins.
+    app = FastAPI(
+        title="steplabel", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
+    )
     app.state.templates = make_templates(TEMPLATES_DIR)
+    # The middleware added last runs first: proxy headers, security headers, the session,
+    # then the body limit (which reads the session).
+    app.add_middleware(
+        BodySizeLimit,
+        limit=settings.max_body_bytes,
+        upload_limit=settings.max_upload_bytes,
+        upload_paths=UPLOAD_PATHS,
+    )
     app.add_middleware(
         SessionMiddleware,
         secret_key=session_secret(settings),
@@ -101,14 +139,19 @@ def create_app() -> FastAPI:
         same_site="lax",
         https_only=settings.secure_cookies,
     )
+    app.add_middleware(SecurityHeaders)
+    if settings.trusted_proxies:
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid_request)
     app.include_router(login.router)
     app.include_router(labeling.router)
     app.include_router(browse.router)
     app.include_router(browse.admin)
     app.include_router(admin.pages)
     app.include_router(admin.api)
+    app.include_router(openapi_schema)
     return app
 
 

@@ -215,6 +215,43 @@ class TrainingRun(Base):
     """Keep this run's checkpoint whatever the retention setting says."""
 
 
+class JobStatus(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class ImportJob(Base):
+    """An admin's upload, imported in the background (app/admin/jobs.py)."""
+
+    __tablename__ = "import_jobs"
+    __table_args__ = (
+        CheckConstraint("status IN ('queued', 'running', 'succeeded', 'failed')", name="status"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), default=JobStatus.QUEUED.value)
+    kind: Mapped[str] = mapped_column(String(16))
+    """What the file holds: prm800k, problems or solutions."""
+    filename: Mapped[str] = mapped_column(String(255))
+    skip_invalid: Mapped[bool] = mapped_column(Boolean, default=False)
+    generation: Mapped[int] = mapped_column(Integer, default=0)
+    queue: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    lines_total: Mapped[int] = mapped_column(Integer, default=0)
+    lines_done: Mapped[int] = mapped_column(Integer, default=0)
+    summary: Mapped[str | None] = mapped_column(Text)
+    """What the import did, once it succeeded."""
+    error: Mapped[str | None] = mapped_column(Text)
+    """Why nothing was imported: ``FILE:LINE: message`` for a bad line."""
+    skipped: Mapped[list[str] | None] = mapped_column(NullableJSON)
+    """Bad lines skipped with skip_invalid (the first few)."""
+
+
 class Generation(Base):
     """An active-learning generation: the solutions one selection queued for labeling."""
 
@@ -407,16 +444,17 @@ class ProjectSetting(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now, onupdate=utc_now)
 
 
-class LoginFailure(Base):
-    """A failed login, kept for a while to rate-limit password guessing."""
+class LoginThrottle(Base):
+    """Recent login attempts counted against one account (``address`` empty), one address
+    (``name`` empty), or one account from one address; see app/throttle.py."""
 
-    __tablename__ = "login_failures"
-    __table_args__ = (Index("ix_login_failures_name_at", "name", "at"),)
+    __tablename__ = "login_throttles"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(120))
-    address: Mapped[str] = mapped_column(String(64), index=True)
-    at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
+    name: Mapped[str] = mapped_column(String(120), primary_key=True)
+    address: Mapped[str] = mapped_column(String(64), primary_key=True)
+    attempts: Mapped[int] = mapped_column(Integer)
+    last_attempt_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+    blocked_until: Mapped[datetime | None] = mapped_column(DateTime)
 
 
 # The Core tables, for bulk statements that skip the ORM (imports, label submits).
@@ -430,3 +468,4 @@ ASSIGNMENTS: Table = Assignment.__table__  # type: ignore[assignment]
 GOLD_LABELS: Table = GoldLabel.__table__  # type: ignore[assignment]
 GENERATION_QUALITY_CONTROL: Table = GenerationQualityControl.__table__  # type: ignore[assignment]
 PROJECT_SETTINGS: Table = ProjectSetting.__table__  # type: ignore[assignment]
+LOGIN_THROTTLES: Table = LoginThrottle.__table__  # type: ignore[assignment]

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.models import PROJECT_SETTINGS, ProjectSetting
 
-RUNTIME_KEYS = ("overlap", "qc_rate", "screening_threshold")
+RUNTIME_KEYS = ("overlap", "qc_rate", "screening_threshold", "qc_min_answers")
 """Settings an admin may override in the database; the environment gives the defaults."""
 
 

@@ -7,6 +7,7 @@ from argon2.exceptions import InvalidHashError, VerifyMismatchError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app import throttle
 from app.models import Role, User
 
 _hasher = PasswordHasher()
@@ -62,8 +63,15 @@ def user_by_name(session: Session, name: str) -> User:
 
 def deactivate(session: Session, name: str) -> User:
     """Deactivate a user; their open sessions end at their next request."""
-    user = user_by_name(session, name)
+    user = end_sessions(session, name)
     user.is_active = False
+    session.flush()
+    return user
+
+
+def end_sessions(session: Session, name: str) -> User:
+    """End every session the user has, at their next request (copies of a cookie too)."""
+    user = user_by_name(session, name)
     user.session_version += 1
     session.flush()
     return user
@@ -86,10 +94,10 @@ def approve(session: Session, name: str) -> User:
 
 
 def reset_password(session: Session, name: str, password: str) -> User:
-    """Set a new password and end the user's open sessions."""
-    user = user_by_name(session, name)
+    """Set a new password, end the user's open sessions and lift their login delays."""
+    user = end_sessions(session, name)
     user.password_hash = hash_password(password)
-    user.session_version += 1
+    throttle.clear(session, name)
     session.flush()
     return user
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app import schema
+from app.datasets.bulk import paused_gc
 from app.datasets.export import ExportFilter, write_export
 from app.datasets.importing import import_prm800k
 from app.datasets.reading import batched, read_files
@@ -62,7 +63,8 @@ class DatabaseResult:
 def _import(url: str, source: Path) -> str:
     engine = make_engine(url)
     try:
-        with transaction(engine) as session:
+        # The collector paused, as the command line's import and export have it.
+        with transaction(engine) as session, paused_gc():
             return import_prm800k(session, read_files([source])).describe()
     finally:
         engine.dispose()
@@ -71,7 +73,11 @@ def _import(url: str, source: Path) -> str:
 def _export(url: str, target: Path) -> str:
     engine = make_engine(url)
     try:
-        with transaction(engine) as session, target.open("w", encoding="utf-8", newline="") as out:
+        with (
+            transaction(engine) as session,
+            target.open("w", encoding="utf-8", newline="") as out,
+            paused_gc(),
+        ):
             return write_export(session, out, ExportFilter()).describe()
     finally:
         engine.dispose()

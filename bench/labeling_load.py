@@ -48,8 +48,8 @@ import uvloop
 from sqlalchemy import Engine, NullPool, create_engine, insert, text
 
 from app import schema
+from app.content_keys import content_key
 from app.datasets.importing import import_prm800k
-from app.datasets.keys import content_key
 from app.datasets.reading import read_files
 from app.db import make_engine, transaction
 from app.models import Problem, QueueState, Role, Solution, User, utc_now

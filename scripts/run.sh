@@ -12,6 +12,8 @@ if [ -z "${STEPLABEL_EVAL_DIR:-}" ] && [ -d ../shared/data ]; then
 fi
 export STEPLABEL_TRAIN_MIN_NEW_LABELS="${STEPLABEL_TRAIN_MIN_NEW_LABELS:-8}"
 export STEPLABEL_QC_RATE="${STEPLABEL_QC_RATE:-0.2}"
+# The demo has two QC questions: a verdict after both, not after three answers.
+export STEPLABEL_QC_MIN_ANSWERS="${STEPLABEL_QC_MIN_ANSWERS:-2}"
 export STEPLABEL_WORKER_POLL_SECONDS="${STEPLABEL_WORKER_POLL_SECONDS:-10}"
 
 # Preparing the model first (with its progress) keeps the web app from waiting for it.
@@ -19,4 +21,4 @@ export STEPLABEL_WORKER_POLL_SECONDS="${STEPLABEL_WORKER_POLL_SECONDS:-10}"
 { "$bin/python" -m worker prepare || true; exec "$bin/python" -m worker; } &
 worker=$!
 trap 'kill "$worker" 2>/dev/null || true; wait "$worker" 2>/dev/null || true' EXIT INT TERM
-"$bin/uvicorn" app.main:app --host "${HOST:-127.0.0.1}" --port "${PORT:-8000}"
+"$bin/uvicorn" app.main:app --no-proxy-headers --host "${HOST:-127.0.0.1}" --port "${PORT:-8000}"

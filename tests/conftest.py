@@ -66,7 +66,14 @@ class DatabaseFactory:
             path = self.workdir / f"{name}.db"
             shutil.copyfile(self.template, path)
             return f"sqlite:///{path}"
-        _admin_execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template_name}"')
+        return self._new_postgres(name, f'TEMPLATE "{self.template_name}"')
+
+    def new_empty_url(self) -> str:
+        """A Postgres database without the schema (pg_restore fills it)."""
+        return self._new_postgres(f"steplabel_test_{uuid.uuid4().hex[:12]}", "")
+
+    def _new_postgres(self, name: str, options: str) -> str:
+        _admin_execute(f'CREATE DATABASE "{name}" {options}')
         self.created.append(name)
         return _postgres_database_url(name)
 

@@ -1,8 +1,12 @@
 """The command line, end to end on a migrated database."""
 
+import gc
 import json
+import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, func, select
@@ -10,12 +14,66 @@ from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
 from app import prm800k
-from app.cli import cli
-from app.models import Label, LabelStep, Problem, Role, Solution, StepCompletion, User
+from app.cli import GENERATION_BOUNDS, RoleName, cli
+from app.columns import integer_bounds
+from app.datasets import importing
+from app.models import SOLUTIONS, Label, LabelStep, Problem, Role, Solution, StepCompletion, User
 from app.users import verify_password
 from tests import factories
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = {
+    "alembic",
+    "fastapi",
+    "jinja2",
+    "math_verify",
+    "numpy",
+    "pydantic",
+    "pydantic_settings",
+    "sqlalchemy",
+    "starlette",
+    "torch",
+    "transformers",
+}
+"""What `steplabel --help` took 0.8 s to load (SQLAlchemy's ORM and the models, FastAPI
+through app.db, pydantic-settings, numpy); without them it takes about 0.1 s."""
+
+
+def test_help_loads_none_of_the_heavy_modules() -> None:
+    code = (
+        "import sys, app.cli\n"
+        "sys.argv = ['steplabel', '--help']\n"
+        "try:\n    app.cli.main()\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(sorted({name.split('.')[0] for name in sys.modules})))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert "Usage: steplabel" in result.stdout
+    assert HEAVY & set(result.stdout.split()) == set()
+
+
+def test_the_options_spell_the_tables_values() -> None:
+    assert [role.value for role in RoleName] == [role.value for role in Role]
+    assert integer_bounds(SOLUTIONS.c.generation) == GENERATION_BOUNDS
+
+
+def test_an_import_runs_with_the_garbage_collector_paused(
+    tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    collecting = []
+
+    def import_nothing(*_args: Any, **_options: Any) -> importing.ImportSummary:
+        collecting.append(gc.isenabled())
+        return importing.ImportSummary("labels")
+
+    monkeypatch.setattr(importing, "import_prm800k", import_nothing)
+    source = tmp_path / "labels.jsonl"
+    source.write_text("")
+    result = runner.invoke(cli, ["import", "prm800k", str(source)])
+    assert result.exit_code == 0, result.output
+    assert collecting == [False] and gc.isenabled()
 
 
 def test_import_then_export_to_file_and_stdout(tmp_path: Path, engine: Engine) -> None:

@@ -18,9 +18,9 @@ from sqlalchemy.orm import Session
 from app.admin.prm import pool_status
 from app.admin.progress import queue_by_generation
 from app.config import Settings
-from app.labeling.quality import add_quality_control_to_generation
 from app.models import Generation, Label, Problem, QueueState, Solution, TrainingRun
 from app.project_settings import runtime_settings
+from app.quality.questions import add_quality_control_to_generation
 from worker.eval_sets import SampledProblem
 from worker.score import SolutionScore
 

@@ -1,7 +1,7 @@
 """Building blocks the dashboard's figures share; the SQL ones are written once for SQLite
-and Postgres.
+and Postgres (``share`` and ``by_labelers``, which quality control uses too, are in
+app/figures.py).
 
-- ``share``: a part of a whole, or None where the whole is empty (never a made-up 0).
 - ``epoch_seconds``: whole seconds since 1970 of a naive UTC timestamp, the base of
   fixed-width time buckets (Postgres's ``date_trunc`` has no SQLite twin, and SQLite's
   ``strftime`` no Postgres one).
@@ -20,11 +20,6 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
 from app.admin.reliability import FloatArray, IntArray
-
-
-def share(part: int, whole: int) -> float | None:
-    """``part / whole``; None for an empty whole."""
-    return part / whole if whole else None
 
 
 class epoch_seconds(FunctionElement[int]):

@@ -7,8 +7,8 @@ rather read the figures). Every text is escaped; colours come from CSS classes
 
 Lines may coincide (a PRM pick as good as the majority vote): each series has its own dash
 pattern and the earlier ones larger markers, so a line drawn over an equal one leaves it
-showing in its gaps and around its markers. Intervals are drawn as whiskers, side by side
-where several series have them.
+showing in its gaps and around its markers, and the legend names the line it covers.
+Intervals are drawn as whiskers, side by side where several series have them.
 """
 
 import hashlib
@@ -112,14 +112,26 @@ def _data_table(caption: str, header: Sequence[str], rows: Sequence[Sequence[str
 
 
 def _legend(series: Sequence[Series]) -> str:
+    """Each line's colour and dash beside its name, and which line it hides where it has
+    the same values throughout (drawn over it, it would otherwise seem missing)."""
     if len(series) < 2:
         return ""
     items = "".join(
         f'<li><svg class="legend-line" viewBox="0 0 24 8"><line class="line series-{i % COLOURS}" '
-        f'x1="0" x2="24" y1="4" y2="4"{_dash(i)}/></svg>{escape(s.name)}</li>'
+        f'x1="0" x2="24" y1="4" y2="4"{_dash(i)}/></svg>{escape(s.name)}'
+        f"{_covered_note(series, i)}</li>"
         for i, s in enumerate(series)
     )
     return f'<ul class="chart-legend" aria-hidden="true">{items}</ul>'
+
+
+def _covered_note(series: Sequence[Series], number: int) -> str:
+    """ "(same as NAME)" for an earlier series with exactly these values, else nothing."""
+    values = list(series[number].values)
+    if not any(v is not None for v in values):
+        return ""
+    same = next((s.name for s in series[:number] if list(s.values) == values), None)
+    return "" if same is None else f' <span class="legend-note">(same as {escape(same)})</span>'
 
 
 def _dash(number: int) -> str:
@@ -218,9 +230,12 @@ def _axes(xs: Sequence[float], x_labels: Sequence[str], top: float, kind: str) -
             f'<text class="axis" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">'
             f"{escape(format_value(value, kind))}</text>"
         )
+    last = len(x_labels) - 1
     for index in _tick_indices(len(x_labels)):
+        # The last label ends at its point: centred there, it would run off the chart.
+        anchor = "end" if index == last > 0 else "middle"
         parts.append(
-            f'<text class="axis" x="{xs[index]:.1f}" y="{HEIGHT - 6}" text-anchor="middle">'
+            f'<text class="axis" x="{xs[index]:.1f}" y="{HEIGHT - 6}" text-anchor="{anchor}">'
             f"{escape(x_labels[index])}</text>"
         )
     return parts

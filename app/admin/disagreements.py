@@ -4,7 +4,7 @@ A solution's *disagreement score* is the sum, over its steps that two or more la
 of the mean distance between two of the step's ratings (|a - b|: 0 against +1 is 1, -1
 against +1 is 2). Solutions rank by score, then by how many steps they disagree on (a step
 disagrees when its ratings are not all equal); those with no disagreement are not listed.
-The labels are the ones agreement counts (app/admin/agreement.py).
+The labels are the ones agreement counts (app/admin/agreement/).
 """
 
 import math
@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from app.admin.agreement import (
+from app.admin.agreement.metrics import (
     FINISH_REASONS,
     NO_ERROR,
     NO_FINISH_REASON,
@@ -24,11 +24,9 @@ from app.admin.agreement import (
     BoolArray,
     LabelerName,
     SharedLabels,
-    counted_labels,
-    load_shared_labels,
     rated_steps,
-    user_names,
 )
+from app.admin.agreement.queries import counted_labels, load_shared_labels, user_names
 from app.admin.reliability import FloatArray, IntArray
 from app.models import Label, LabelStep, Problem, Solution, User
 

@@ -1,7 +1,7 @@
 """Uploads of the JSONL files ``steplabel import`` reads, through the same importers.
 
-The upload arrives in a temporary file (Starlette spools it to disk past 1 MB) and is read
-line by line as it is imported, inside a savepoint: the first invalid line raises
+The upload is read line by line from a file on disk as it is imported (in the background:
+app/admin/import_jobs.py), inside a savepoint: the first invalid line raises
 ``FILE:LINE: message`` exactly as the CLI prints it, and everything the upload wrote is
 rolled back. With ``skip_invalid`` bad lines are listed and the rest is imported.
 """
@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from app.datasets import importing
 from app.datasets.reading import ImportLineError, read_jsonl
+from app.progress import Progress
 
 IMPORT_KINDS = {
     "prm800k": "PRM800K labels",
@@ -73,7 +74,11 @@ def _importer(options: UploadOptions) -> Callable[..., importing.ImportSummary]:
 
 
 def import_upload(
-    session: Session, filename: str | None, stream: BinaryIO, options: UploadOptions
+    session: Session,
+    filename: str | None,
+    stream: BinaryIO,
+    options: UploadOptions,
+    progress: Progress | None = None,
 ) -> UploadResult:
     """Import an uploaded JSONL file in one savepoint; nothing stays of a failed upload."""
     importer = _importer(options)
@@ -87,7 +92,7 @@ def import_upload(
         with session.begin_nested():
             result.summary = importer(
                 session,
-                read_jsonl(upload_name(filename), stream),
+                read_jsonl(upload_name(filename), stream, progress),
                 skip_invalid=options.skip_invalid,
                 on_invalid=report,
             )

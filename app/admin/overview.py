@@ -7,12 +7,14 @@ from datetime import datetime
 from sqlalchemy import case, exists, func, select
 from sqlalchemy.orm import Session
 
-from app.admin.agreement import AgreementSummary, overall_agreement
+from app.admin.agreement.metrics import AgreementSummary
+from app.admin.agreement.views import overall_agreement
 from app.admin.prm import Pool, RunSummary, pool_status, summarize
-from app.admin.quality import combined, labeler_quality
 from app.admin.throughput import WINDOWS, throughput
 from app.config import Settings
+from app.figures import by_labelers
 from app.models import Assignment, GoldLabel, Label, QueueState, Role, Solution, User, utc_now
+from app.quality.scoring import combined, labeler_quality
 from app.training import current_run, recent_runs
 
 RECENT_RUNS = 5
@@ -33,6 +35,8 @@ class Overview:
     """Active labelers not yet approved (screening)."""
     labelers_passing_qc: int
     labelers_with_qc: int
+    """Labelers with a QC verdict: ``qc_min_answers`` answers or more."""
+    qc_min_answers: int
     qc_step_accuracy: float | None
     """Over every quality-control answer of every labeler."""
     agreement: AgreementSummary
@@ -52,15 +56,20 @@ def overview(
     default_overlap: int,
     threshold: float,
     now: datetime | None = None,
+    *,
+    min_answers: int = 1,
 ) -> Overview:
-    """The headline figures at ``now``; ``threshold`` is the QC step accuracy that passes."""
+    """The headline figures at ``now``; ``threshold`` is the QC step accuracy that passes,
+    after ``min_answers`` QC answers."""
     now = now or utc_now()
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    today = Label.timestamp >= midnight
     labels_today, labels_total, active_today = session.execute(
         select(
-            func.count().filter(Label.timestamp >= midnight),
+            func.count().filter(today),
             func.count(),
-            func.count(func.distinct(case((Label.timestamp >= midnight, Label.labeler_id)))),
+            # Labelers only: an admin making gold labels is not labeling work.
+            func.count(func.distinct(case((today & by_labelers(), Label.labeler_id)))),
         )
     ).one()
     remaining = func.coalesce(Solution.overlap, default_overlap) - Solution.completed_count
@@ -81,7 +90,8 @@ def overview(
             User.role == Role.LABELER.value, User.is_active.is_(True), User.is_approved.is_(False)
         )
     )
-    quality = [row.quality_control for row in labeler_quality(session, threshold)]
+    labelers = labeler_quality(session, threshold, min_answers=min_answers)
+    verdicts = [row.passes_quality_control for row in labelers]
     last_day = throughput(session, WINDOWS["24h"], now)
     current = current_run(session)
     return Overview(
@@ -92,9 +102,10 @@ def overview(
         open_solutions=open_solutions,
         labels_still_wanted=int(still_wanted),
         awaiting_approval=awaiting or 0,
-        labelers_passing_qc=sum(row.passes(threshold) is True for row in quality),
-        labelers_with_qc=sum(row.passes(threshold) is not None for row in quality),
-        qc_step_accuracy=combined(quality).step_accuracy,
+        labelers_passing_qc=sum(verdict is True for verdict in verdicts),
+        labelers_with_qc=sum(verdict is not None for verdict in verdicts),
+        qc_min_answers=min_answers,
+        qc_step_accuracy=combined(row.quality_control for row in labelers).step_accuracy,
         agreement=overall_agreement(session),
         hours=last_day.bucket_starts,
         labels_per_hour=last_day.overall.per_hour,

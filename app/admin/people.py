@@ -8,8 +8,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app import users
-from app.admin.quality import LabelerQuality, labeler_quality
 from app.models import Label, Role, User
+from app.quality.scoring import LabelerQuality, labeler_quality
 
 MAX_NAME_LENGTH = User.name.type.length
 

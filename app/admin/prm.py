@@ -9,10 +9,10 @@ from datetime import datetime
 from sqlalchemy import case, exists, func, select
 from sqlalchemy.orm import Session
 
-from app.admin.aggregates import share
 from app.admin.charts import Series
 from app.admin.run_metrics import BestOfN, Estimate, Gate, Pace, RunMetrics, read_metrics
 from app.config import Settings
+from app.figures import share
 from app.models import (
     Generation,
     Label,

@@ -6,34 +6,47 @@ Forms post with htmx and get back a fragment, a result or the form with its erro
 without JavaScript they get the whole page with the same result.
 """
 
+import io
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, UploadFile
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
+from starlette.background import BackgroundTask
 
 from app import training, users
 from app.admin import (
-    agreement,
     charts,
     disagreements,
+    import_jobs,
     imports,
+    notes,
     people,
     prm,
     progress,
-    quality,
     throughput,
+)
+from app.admin.agreement.queries import label_generations
+from app.admin.agreement.views import (
+    KAPPA_BANDS,
+    AgreementReport,
+    agreement_report,
+    kappa_band,
+    kappa_matrix,
 )
 from app.admin.overview import Overview, overview
 from app.auth import CurrentAdmin, check_csrf, current_admin
 from app.config import get_settings
+from app.datasets.export import ExportFilter
 from app.datasets.reading import describe
 from app.db import DbSession
-from app.labeling.quality import mark_quality_control, unmark_quality_control
-from app.models import TrainingRun, User
+from app.inputs import INTEGER_MAX, DbId, GenerationNumber, PageNumber, Text
+from app.models import SCREENING_GENERATION, TrainingRun, User, utc_now
 from app.project_settings import RUNTIME_KEYS, parse_runtime_value, runtime_settings, set_value
+from app.quality import review, scoring
+from app.quality.questions import mark_quality_control, unmark_quality_control
 from app.templating import render, wants_fragment
 
 # current_admin runs first, so a labeler's POST is refused as a labeler (403), not as CSRF.
@@ -56,6 +69,11 @@ def _settings(session: Session) -> dict[str, Any]:
 def _threshold(session: Session) -> float:
     """The share of gold step ratings a labeler must match to pass screening and QC."""
     return float(_settings(session)["screening_threshold"])
+
+
+def _min_answers(session: Session) -> int:
+    """The QC answers a labeler needs before QC gives a verdict."""
+    return int(_settings(session)["qc_min_answers"])
 
 
 def _default_overlap(session: Session) -> int:
@@ -108,13 +126,21 @@ def overview_api(session: DbSession) -> Overview:
 
 
 def _overview(session: Session) -> Overview:
-    return overview(session, get_settings(), _default_overlap(session), _threshold(session))
+    return overview(
+        session,
+        get_settings(),
+        _default_overlap(session),
+        _threshold(session),
+        min_answers=_min_answers(session),
+    )
 
 
 # Agreement
 
-Generation = Annotated[int | None, Query(description="Only labels of this generation.")]
-Page = Annotated[int, Query(ge=1)]
+Generation = Annotated[
+    GenerationNumber | None, Query(description="Only labels of this generation.")
+]
+Page = Annotated[PageNumber, Query()]
 
 
 @pages.get("/agreement", response_class=HTMLResponse)
@@ -125,21 +151,23 @@ def agreement_page(
     context = {
         "section": "agreement",
         "report": report,
-        "matrix": agreement.kappa_matrix(report.pairs),
-        "kappa_band": agreement.kappa_band,
-        "kappa_bands": agreement.KAPPA_BANDS,
-        "generations": agreement.label_generations(session),
+        "matrix": kappa_matrix(report.pairs),
+        "kappa_band": kappa_band,
+        "kappa_bands": KAPPA_BANDS,
+        "generations": label_generations(session),
     }
     return _page(request, "admin/agreement.html", context, "figures")
 
 
 @api.get("/agreement")
-def agreement_api(session: DbSession, generation: Generation = None) -> agreement.AgreementReport:
+def agreement_api(session: DbSession, generation: Generation = None) -> AgreementReport:
     return _agreement(session, generation)
 
 
-def _agreement(session: Session, generation: int | None) -> agreement.AgreementReport:
-    return agreement.agreement_report(session, _threshold(session), generation)
+def _agreement(session: Session, generation: int | None) -> AgreementReport:
+    return agreement_report(
+        session, _threshold(session), generation, min_answers=_min_answers(session)
+    )
 
 
 @pages.get("/agreement/items", response_class=HTMLResponse)
@@ -149,7 +177,7 @@ def disagreed_items_page(
     context = {
         "section": "agreement",
         "items": disagreements.most_disagreed(session, generation, page),
-        "generations": agreement.label_generations(session),
+        "generations": label_generations(session),
     }
     return _page(request, "admin/disagreements.html", context, "item_table")
 
@@ -161,7 +189,7 @@ def disagreed_items_api(
     return disagreements.most_disagreed(session, generation, page)
 
 
-def existing_item(solution_id: int, session: DbSession) -> disagreements.ItemRatings:
+def existing_item(solution_id: DbId, session: DbSession) -> disagreements.ItemRatings:
     """Dependency: the solution named in the path with its counted labels, or 404."""
     item = disagreements.item_ratings(session, solution_id)
     if item is None:
@@ -235,8 +263,8 @@ def qc_page(request: Request, session: DbSession, admin: CurrentAdmin) -> HTMLRe
 
 
 @api.get("/quality")
-def quality_api(session: DbSession) -> list[quality.LabelerQuality]:
-    return quality.labeler_quality(session, _threshold(session))
+def quality_api(session: DbSession) -> list[scoring.LabelerQuality]:
+    return scoring.labeler_quality(session, _threshold(session), min_answers=_min_answers(session))
 
 
 def _qc_context(session: Session, admin: User) -> dict[str, Any]:
@@ -246,9 +274,10 @@ def _qc_context(session: Session, admin: User) -> dict[str, Any]:
         "threshold": threshold,
         "values": {key: str(values[key]) for key in RUNTIME_KEYS},
         "errors": {},
-        "labelers": quality.labeler_quality(session, threshold),
-        "questions": quality.qc_questions(session),
-        "candidates": quality.gold_candidates(session, admin.id),
+        "min_answers": _min_answers(session),
+        "labelers": scoring.labeler_quality(session, threshold, min_answers=_min_answers(session)),
+        "questions": review.qc_questions(session),
+        "candidates": review.gold_candidates(session, admin.id),
         "open_generations": progress.open_by_generation(session),
     }
 
@@ -261,8 +290,16 @@ def save_qc_settings(
     overlap: Annotated[str, Form()] = "",
     qc_rate: Annotated[str, Form()] = "",
     screening_threshold: Annotated[str, Form()] = "",
+    qc_min_answers: Annotated[str | None, Form()] = None,
 ) -> HTMLResponse:
-    entered = {"overlap": overlap, "qc_rate": qc_rate, "screening_threshold": screening_threshold}
+    sent = {
+        "overlap": overlap,
+        "qc_rate": qc_rate,
+        "screening_threshold": screening_threshold,
+        "qc_min_answers": qc_min_answers,
+    }
+    # A form on a page opened before a setting existed does not send it: it stays as it is.
+    entered = {key: text for key, text in sent.items() if text is not None}
     parsed, errors = {}, {}
     for key, text in entered.items():
         try:
@@ -273,7 +310,7 @@ def save_qc_settings(
         for key, value in parsed.items():
             set_value(session, key, value)
     outcome = {
-        "values": entered,
+        "values": {key: str(value) for key, value in _settings(session).items()} | entered,
         "errors": errors,
         "saved": not errors,
     }
@@ -306,7 +343,7 @@ def make_gold(
 
 @pages.post("/qc/{solution_id}/remove", response_class=HTMLResponse)
 def remove_gold(
-    request: Request, session: DbSession, admin: CurrentAdmin, solution_id: int
+    request: Request, session: DbSession, admin: CurrentAdmin, solution_id: DbId
 ) -> HTMLResponse:
     try:
         unmark_quality_control(session, solution_id)
@@ -326,10 +363,10 @@ def sample_for_agreement(
     overlap: Annotated[str, Form()] = "",
 ) -> HTMLResponse:
     try:
-        number = _whole_number(generation, "generation", minimum=None)
+        number = _whole_number(generation, "generation", minimum=SCREENING_GENERATION)
         wanted = _whole_number(count, "number of solutions")
         labelers = parse_runtime_value("overlap", overlap)
-        sampled = quality.sample_for_agreement(
+        sampled = review.sample_for_agreement(
             session,
             number,
             wanted,
@@ -361,15 +398,47 @@ def _qc_answer(
     )
 
 
-def _whole_number(text: str, name: str, minimum: int | None = 1) -> int:
-    """A form field as an integer; ValueError naming the field otherwise."""
+def _whole_number(text: str, name: str, minimum: int = 1) -> int:
+    """A form field as an integer from ``minimum`` to what an INTEGER column holds;
+    ValueError naming the field otherwise."""
     try:
         number = int(text.strip())
     except ValueError:
         raise ValueError(f"{name}: give a whole number, not {text.strip()!r}") from None
-    if minimum is not None and number < minimum:
+    if number < minimum:
         raise ValueError(f"{name}: give a number of at least {minimum}")
+    if number > INTEGER_MAX:
+        raise ValueError(f"{name}: give a number of at most {INTEGER_MAX:,}")
     return number
+
+
+# Notes
+
+NoteReason = Annotated[
+    Literal["give_up", "bad_problem"] | None,
+    Query(description="Only notes of this finish reason."),
+]
+
+
+@pages.get("/notes", response_class=HTMLResponse)
+def notes_page(
+    request: Request, session: DbSession, reason: NoteReason = None, page: Page = 1
+) -> HTMLResponse:
+    context = {"section": "notes", "notes": notes.notes_page(session, reason, page)}
+    return _page(request, "admin/notes.html", context, "note_table")
+
+
+@pages.get("/notes.jsonl")
+def notes_download(session: DbSession) -> Response:
+    """Every give-up and bad-problem note as JSONL, a file beside the PRM800K export."""
+    out = io.StringIO()
+    notes.write_notes(session, out, ExportFilter())
+    name = f"notes-{utc_now():%Y%m%dT%H%M%SZ}.jsonl"
+    return Response(
+        out.getvalue(),
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+    )
 
 
 # Users
@@ -396,7 +465,7 @@ def _row_or_404(session: Session, table: type[Row], key: int, noun: str) -> Row:
     return row
 
 
-def existing_user(user_id: int, session: DbSession) -> User:
+def existing_user(user_id: DbId, session: DbSession) -> User:
     """Dependency: the user named in the path, or 404."""
     return _row_or_404(session, User, user_id, "user")
 
@@ -408,7 +477,7 @@ ExistingUser = Annotated[User, Depends(existing_user)]
 def create_user(
     request: Request,
     session: DbSession,
-    name: Annotated[str, Form()] = "",
+    name: Annotated[Text, Form()] = "",
     role: Annotated[str, Form()] = "labeler",
     approved: Annotated[bool, Form()] = False,
 ) -> HTMLResponse:
@@ -447,6 +516,13 @@ def reactivate_user(request: Request, session: DbSession, user: ExistingUser) ->
     return _users_answer(request, session, {"message": message})
 
 
+@pages.post("/users/{user_id}/end-sessions", response_class=HTMLResponse)
+def end_sessions(request: Request, session: DbSession, user: ExistingUser) -> HTMLResponse:
+    users.end_sessions(session, user.name)
+    message = f"{user.name} is logged out everywhere, at their next request."
+    return _users_answer(request, session, {"message": message})
+
+
 @pages.post("/users/{user_id}/reset-password", response_class=HTMLResponse)
 def reset_password(request: Request, session: DbSession, user: ExistingUser) -> HTMLResponse:
     password = users.new_password()
@@ -479,43 +555,63 @@ def _users_answer(
 
 
 @pages.get("/imports", response_class=HTMLResponse)
-def imports_page(request: Request) -> HTMLResponse:
-    return _page(request, "admin/imports.html", _imports_context(), "result")
+def imports_page(request: Request, session: DbSession) -> HTMLResponse:
+    return _page(request, "admin/imports.html", _imports_context(session), "jobs")
 
 
-def _imports_context() -> dict[str, Any]:
-    return {"section": "imports", "kinds": imports.IMPORT_KINDS}
+def _imports_context(session: Session) -> dict[str, Any]:
+    return {
+        "section": "imports",
+        "kinds": imports.IMPORT_KINDS,
+        "jobs": import_jobs.recent_jobs(session),
+    }
 
 
 @pages.post("/imports", response_class=HTMLResponse)
 def upload(
     request: Request,
     session: DbSession,
+    admin: CurrentAdmin,
     file: UploadFile | None = None,
     kind: Annotated[str, Form()] = "",
     skip_invalid: Annotated[bool, Form()] = False,
     generation: Annotated[str, Form()] = "0",
     no_queue: Annotated[bool, Form()] = False,
 ) -> HTMLResponse:
+    """Spool the file and queue a job for it; the import runs after the response."""
     try:
         if file is None or not file.filename:
             raise ValueError("choose a JSONL file to upload")
+        if "\x00" in file.filename:
+            # Postgres cannot store it in the job's row (a multipart name has no surrogates).
+            raise ValueError("the file's name must not contain the NUL character")
         options = imports.UploadOptions(
             kind=kind,
             skip_invalid=skip_invalid,
-            generation=_whole_number(generation, "generation", minimum=None),
+            generation=_whole_number(generation, "generation", minimum=SCREENING_GENERATION),
             queue=not no_queue,
         )
     except ValueError as error:
-        result = imports.UploadResult(error=str(error))
-    else:
-        result = imports.import_upload(session, file.filename, file.file, options)
+        return _imports_answer(request, session, {"error": str(error)})
+    path, lines = import_jobs.spool(file.file)
+    job = import_jobs.add_job(session, file.filename, options, lines, admin.id)
+    response = _imports_answer(request, session, {"submitted": job})
+    # A background task runs once the response is out, after the request's transaction
+    # committed the job's row; the job runs in the import thread, not in this request.
+    response.background = BackgroundTask(
+        import_jobs.RUNNER.start, get_settings().database_url, job.id, path
+    )
+    return response
+
+
+def _imports_answer(request: Request, session: Session, outcome: dict[str, Any]) -> HTMLResponse:
     return _answer(
         request,
         "admin/imports.html",
-        _imports_context,
-        {"upload": result},
-        failed=not result.imported,
+        lambda: _imports_context(session),
+        {"jobs": import_jobs.recent_jobs(session), **outcome},
+        failed="error" in outcome,
+        block="uploads",
     )
 
 
@@ -544,7 +640,7 @@ def train_now(request: Request, session: DbSession, admin: CurrentAdmin) -> HTML
     return _prm_answer(request, session, message=message)
 
 
-def existing_run(run_id: int, session: DbSession) -> TrainingRun:
+def existing_run(run_id: DbId, session: DbSession) -> TrainingRun:
     """Dependency: the training run named in the path, or 404."""
     return _row_or_404(session, TrainingRun, run_id, "training run")
 

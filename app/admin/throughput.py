@@ -1,6 +1,7 @@
 """How fast labeling goes: labels per hour over time, per labeler and overall, and the
-median time per task and per step. Counts are bucketed in SQL; the medians are taken with
-numpy over one row per timed label (one sort in numpy beats two window sorts in SQL)."""
+median time per task and per step, over labelers' labels (an admin's are not labeling
+work). Counts are bucketed in SQL; the medians are taken with numpy over one row per timed
+label (one sort in numpy beats two window sorts in SQL)."""
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -11,6 +12,7 @@ from sqlalchemy import SQLColumnExpression, func, or_, select
 from sqlalchemy.orm import Session
 
 from app.admin.aggregates import bucket_index, bucket_start, grouped_medians
+from app.figures import by_labelers
 from app.models import Label, LabelStep, Role, User, utc_now
 
 MS_PER_HOUR = 3_600_000
@@ -70,7 +72,7 @@ class Throughput:
     bucket_starts: list[datetime]
     overall: LabelerThroughput
     labelers: list[LabelerThroughput]
-    """Active labelers and anyone who labeled in the window, busiest first."""
+    """Active labelers and labelers who labeled in the window, busiest first."""
 
 
 def window_start(window: Window, now: datetime) -> datetime:
@@ -82,7 +84,7 @@ def throughput(session: Session, window: Window, now: datetime | None = None) ->
     """Labels per hour per bucket, and medians, per labeler and overall, in ``window``."""
     now = now or utc_now()
     start = window_start(window, now)
-    in_window = Label.timestamp >= start
+    in_window = (Label.timestamp >= start) & by_labelers()
     names = _labelers(session, in_window)
     series = _per_hour(session, window, start, in_window)
     figures = _figures(session, in_window)

@@ -18,7 +18,11 @@ from sqlalchemy.orm import Session
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """Pause the cyclic garbage collector: bulk work allocates many objects and frees them
-    by reference counting, but would trigger full collections over the whole heap."""
+    by reference counting, but would trigger full collections over the whole heap.
+
+    The collector is the whole process's: only a process that does nothing else meanwhile
+    pauses it (the command line's import and export). The web app never does, as its
+    uploads run in a thread beside the requests, which would all go without collections."""
     enabled = gc.isenabled()
     gc.disable()
     try:

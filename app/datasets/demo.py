@@ -667,33 +667,47 @@ def _drawn_problem(record: dict[str, object]) -> tuple[str, DemoProblem]:
 
 def _problem_solutions(
     record: dict[str, object], seed: int, per_problem: int
-) -> list[dict[str, object]]:
+) -> list[tuple[Written, dict[str, object]]]:
+    """The problem's solutions, each as written and as its line."""
     uid, problem = _drawn_problem(record)
     # Seeded per problem, so a problem's solutions do not depend on the rest of the list.
     rng = Random(f"{seed}:{uid}")
-    solutions: list[dict[str, object]] = []
+    solutions: list[tuple[Written, dict[str, object]]] = []
     seen: set[tuple[str, ...]] = set()
     for kind in _kinds(rng, per_problem):
         written = _fresh_solution(problem, kind, rng, seen)
         seen.add(tuple(written.steps))
         line = _solution_line(uid, written.steps, tex(written.answer), _score(kind, rng))
-        solutions.append(line)
+        solutions.append((written, line))
     return solutions
+
+
+def _written_solutions(
+    problems: list[dict[str, object]], seed: int, per_problem: int
+) -> list[tuple[Written, dict[str, object]]]:
+    if not 1 <= per_problem <= MAX_SOLUTIONS_PER_PROBLEM:
+        raise ValueError(
+            f"per_problem must be between 1 and {MAX_SOLUTIONS_PER_PROBLEM}, not {per_problem}"
+        )
+    return [pair for record in problems for pair in _problem_solutions(record, seed, per_problem)]
 
 
 def demo_solutions(
     problems: list[dict[str, object]], seed: int = 0, per_problem: int = 4
 ) -> list[dict[str, object]]:
     """``per_problem`` model solutions for each demo problem, about half with a planted slip."""
-    if not 1 <= per_problem <= MAX_SOLUTIONS_PER_PROBLEM:
-        raise ValueError(
-            f"per_problem must be between 1 and {MAX_SOLUTIONS_PER_PROBLEM}, not {per_problem}"
-        )
-    return [
-        solution
-        for record in problems
-        for solution in _problem_solutions(record, seed, per_problem)
-    ]
+    return [line for _, line in _written_solutions(problems, seed, per_problem)]
+
+
+def demo_slips(
+    problems: list[dict[str, object]], seed: int = 0, per_problem: int = 4
+) -> dict[tuple[str, ...], int | None]:
+    """The step of each :func:`demo_solutions` solution's planted slip (None without one),
+    keyed by its steps: what a careful labeler finds, for simulations and benchmarks."""
+    return {
+        tuple(written.steps): written.slipped_at
+        for written, _ in _written_solutions(problems, seed, per_problem)
+    }
 
 
 GOLD_SEED = 2
@@ -749,3 +763,71 @@ def _gold_solution(
         return GoldSolution(uid, written.steps, answer, score, ratings, "solution")
     ratings = [1] * written.slipped_at + [-1]
     return GoldSolution(uid, written.steps, answer, score, ratings, "found_error")
+
+
+PHASE1_SEED = 3
+
+
+def demo_phase1_solutions(
+    problems: list[dict[str, object]],
+    taken: Iterable[Mapping[str, Any]] = (),
+    seed: int = PHASE1_SEED,
+) -> list[dict[str, object]]:
+    """One phase-1 task for each problem: every step with candidates to rate and choose from.
+
+    The candidates of a step are other draws of the same step. Every other task follows a
+    solution with a planted slip: at its slip the only candidate is wrong, so the labeler
+    writes the step, and after it the draws without the slip follow the labeler's path
+    while the task's own steps follow the wrong one. None repeats a solution in ``taken``.
+    """
+    written_before: defaultdict[str, set[tuple[str, ...]]] = defaultdict(set)
+    for line in taken:
+        written_before[line["unique_id"]].add(tuple(line["steps"]))
+    return [
+        _phase1_task(record, index % 2 == 1, seed, written_before)
+        for index, record in enumerate(problems)
+    ]
+
+
+def _phase1_task(
+    record: dict[str, object],
+    slipped: bool,
+    seed: int,
+    written_before: dict[str, set[tuple[str, ...]]],
+) -> dict[str, object]:
+    uid, problem = _drawn_problem(record)
+    rng = Random(f"phase1:{seed}:{uid}")
+    kind: Kind = "wrong" if slipped else "correct"
+    own = _fresh_solution(problem, kind, rng, written_before[uid])
+    # Candidates may repeat other tasks' steps: only the task's own steps must be new.
+    seen = {tuple(own.steps)}
+    right = _other_draws(problem, "correct", rng, seen, 2)
+    wrong = own if slipped else _fresh_solution(problem, "wrong", rng, seen)
+    slip = len(wrong.steps) if wrong.slipped_at is None else wrong.slipped_at
+    alternatives = []
+    for index, text in enumerate(own.steps):
+        if slipped:
+            # At the slip no draw is right; past it, the right draws follow a corrected path.
+            drawn = [] if index == slip else [draft.steps[index] for draft in right]
+        else:
+            # The slipped draw is a wrong candidate at its slip, and off the path after it.
+            drafts = [*right, *([wrong] if index <= slip else [])]
+            drawn = [draft.steps[index] for draft in drafts]
+        alternatives.append(list(dict.fromkeys(c for c in drawn if c != text)))
+    line = _solution_line(uid, own.steps, tex(own.answer), _score(kind, rng))
+    return {**line, "alternatives": alternatives, "style": "phase1"}
+
+
+def _other_draws(
+    problem: DemoProblem, kind: Kind, rng: Random, seen: set[tuple[str, ...]], count: int
+) -> list[Written]:
+    """Up to ``count`` more distinct solutions of the kind: fewer where the phrasings run out."""
+    drafts: list[Written] = []
+    for _ in range(count):
+        try:
+            draft = _fresh_solution(problem, kind, rng, seen)
+        except RuntimeError:
+            break
+        seen.add(tuple(draft.steps))
+        drafts.append(draft)
+    return drafts

@@ -4,6 +4,8 @@ The demo shows the whole loop with its two labelers: the first solutions in the 
 both of them, so agreement figures appear after a few labels, and a few more solutions are
 quality-control questions whose gold labels are the demo admin's own labels, imported and
 marked the way an admin does it (``steplabel import prm800k``, ``steplabel qc add``).
+A few phase-1 tasks sit near the head of the queue, so that a new user meets candidates to
+choose from, and a step where none is right and they write it themselves.
 """
 
 import json
@@ -17,8 +19,8 @@ from app import prm800k
 from app.datasets import demo
 from app.datasets.importing import import_prm800k, import_problems, import_solutions
 from app.datasets.reading import SourceLine
-from app.labeling.quality import mark_quality_control
 from app.models import Label, QueueState, Role, Solution, User, utc_now
+from app.quality.questions import mark_quality_control
 from app.users import create_user, new_password
 
 POOL_SEED = 1
@@ -27,6 +29,15 @@ SHARED_SOLUTIONS = 12
 """The first solutions in the queue, which both demo labelers label."""
 SHARED_OVERLAP = 2
 QUALITY_CONTROL_QUESTIONS = 2
+DEMO_PROBLEMS = 48
+QUEUED_PER_PROBLEM = 2
+"""Many problems, few solutions each, queued problem by problem in turn: the PRM's first
+run holds out a fifth of the labeled problems for its step AUROC (and needs 5), so the
+demo's first 60 labels must span some 30 problems, not 15."""
+PHASE1_TASKS = 3
+PHASE1_AFTER = 2
+"""Queue positions of regular solutions before the phase-1 tasks: a new user starts with
+the simpler phase-2 style."""
 
 
 @dataclass
@@ -37,6 +48,8 @@ class SeedReport:
     solutions: int = 0
     """Queued for labeling, the quality-control questions among them."""
     shared: int = 0
+    phase1: int = 0
+    """Phase-1 tasks among the solutions."""
     quality_control: int = 0
     pool: int = 0
 
@@ -48,7 +61,8 @@ class SeedReport:
         )
         return (
             f"demo seeded: {self.problems} problems, {self.solutions} solutions to label "
-            f"(the first {self.shared} by both labelers, {self.quality_control} "
+            f"(the first {self.shared} by both labelers, {self.phase1} phase-1 tasks, "
+            f"{self.quality_control} "
             f"quality-control questions with the admin's gold labels), "
             f"{self.pool} more in the pool the PRM selects from\nusers:\n{users}"
         )
@@ -70,10 +84,13 @@ def seed(session: Session) -> SeedReport:
         # Demo labelers skip screening so they can label the demo data at once.
         accounts[name] = create_user(session, name, role, password, approved=True)
         report.passwords.append((name, role.value, password))
-    problems = demo.demo_problems()
+    problems = demo.demo_problems(count=DEMO_PROBLEMS)
     report.problems = import_problems(session, _lines("demo-problems", problems)).added
-    solutions = demo.demo_solutions(problems)
-    report.solutions = import_solutions(session, _lines("demo-solutions", solutions)).added
+    solutions = round_robin(demo.demo_solutions(problems, per_problem=QUEUED_PER_PROBLEM))
+    phase1 = demo.demo_phase1_solutions(problems[:PHASE1_TASKS], solutions)
+    queued = [*solutions[:PHASE1_AFTER], *phase1, *solutions[PHASE1_AFTER:]]
+    report.solutions = import_solutions(session, _lines("demo-solutions", queued)).added
+    report.phase1 = len(phase1)
     report.shared = _share_the_head_of_the_queue(session, SHARED_SOLUTIONS)
     # Unqueued samples for the worker's active learning to choose the next generation from.
     pool = demo.demo_solutions(problems, seed=POOL_SEED, per_problem=6)
@@ -83,6 +100,17 @@ def seed(session: Session) -> SeedReport:
     report.solutions += import_solutions(session, _lines("demo-quality-control", questions)).added
     report.quality_control = _make_gold(session, accounts["admin"], problems, gold)
     return report
+
+
+def round_robin(solutions: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Each problem's first solution, then each one's second, and so on (queue order)."""
+    rank: dict[object, int] = {}
+    ranked = []
+    for solution in solutions:
+        problem = solution["unique_id"]
+        rank[problem] = rank.get(problem, -1) + 1
+        ranked.append((rank[problem], solution))
+    return [solution for _, solution in sorted(ranked, key=lambda pair: pair[0])]
 
 
 def _share_the_head_of_the_queue(session: Session, count: int) -> int:

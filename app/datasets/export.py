@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
-from sqlalchemy import Select, or_, select
+from sqlalchemy import Select, func, or_, select
 from sqlalchemy.orm import Session
 
 from app import prm800k
-from app.datasets.bulk import paused_gc
 from app.models import Label, LabelStep, Problem, Solution, StepCompletion, TaskStyle, User
+from app.progress import Progress
 
 CHUNK_SIZE = 1000
 
@@ -91,6 +91,14 @@ _LABEL_COLUMNS = (
     SOLUTIONS.verifier_score,
     SOLUTIONS.style,
 )
+
+
+def count_labels(session: Session, label_filter: ExportFilter) -> int:
+    """How many labels the filter selects (the progress bar's total)."""
+    query = select(func.count()).join_from(
+        Label.__table__, User.__table__, USERS.id == LABELS.labeler_id
+    )
+    return session.scalar(label_filter.apply(query)) or 0
 
 
 def iter_records(session: Session, label_filter: ExportFilter) -> Iterator[dict[str, Any]]:
@@ -199,23 +207,20 @@ def _step_taken(step: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def write_export(
-    session: Session, out: TextIO, label_filter: ExportFilter, export_format: str = "prm800k"
-) -> ExportSummary:
-    """Write the selected labels to ``out`` in ``export_format`` (prm800k or trl)."""
-    summary = ExportSummary()
-    with paused_gc():
-        _write_records(session, out, label_filter, export_format, summary)
-    return summary
-
-
-def _write_records(
     session: Session,
     out: TextIO,
     label_filter: ExportFilter,
-    export_format: str,
-    summary: ExportSummary,
-) -> None:
+    export_format: str = "prm800k",
+    progress: Progress | None = None,
+) -> ExportSummary:
+    """Write the selected labels to ``out`` in ``export_format`` (prm800k or trl).
+
+    ``progress`` advances by every label read (a label without a TRL row too).
+    """
+    summary = ExportSummary()
     for record in iter_records(session, label_filter):
+        if progress is not None:
+            progress.advance()
         row = record if export_format == "prm800k" else trl_row(record)
         if row is None:
             continue
@@ -232,6 +237,4 @@ def _write_records(
         summary.lines += 1
         summary.step_ratings += sum(len(s["completions"] or []) for s in record["label"]["steps"])
         summary.by_finish_reason[record["label"]["finish_reason"] or "unfinished"] += 1
-
-
-EXPORT_FORMATS = ("prm800k", "trl")
+    return summary

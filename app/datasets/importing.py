@@ -15,11 +15,10 @@ from typing import Annotated, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sqlalchemy.orm import Session
 
-from app import prm800k
+from app import content_keys, prm800k
 from app.answers import final_answer, last_boxed, split_steps
 from app.columns import StoredFloat, fits, nul_path, string_length
-from app.datasets import keys
-from app.datasets.bulk import analyze, insert_rows, insert_rows_returning_ids, paused_gc
+from app.datasets.bulk import analyze, insert_rows, insert_rows_returning_ids
 from app.datasets.reading import ImportLineError, SourceLine, batched, decode_json, describe
 from app.datasets.store import ConflictError, ProblemSpec, SolutionSpec, Store
 from app.models import (
@@ -89,16 +88,15 @@ def _run(
             except ImportLineError as error:
                 reject(error)
 
-    with paused_gc():
-        for batch in batched(parsed_lines(), BATCH_SIZE):
-            while batch:
-                try:
-                    write(batch)
-                    break
-                except ConflictError as conflict:
-                    # Conflicts are found before anything of the batch is written.
-                    reject(batch[conflict.index].line.error(str(conflict)))
-                    batch = batch[: conflict.index] + batch[conflict.index + 1 :]
+    for batch in batched(parsed_lines(), BATCH_SIZE):
+        while batch:
+            try:
+                write(batch)
+                break
+            except ConflictError as conflict:
+                # Conflicts are found before anything of the batch is written.
+                reject(batch[conflict.index].line.error(str(conflict)))
+                batch = batch[: conflict.index] + batch[conflict.index + 1 :]
     return summary
 
 
@@ -155,7 +153,7 @@ def import_prm800k(
         solution_ids = _phase2_solution_ids(store, records, problem_ids)
         labeler_ids = store.labeler_ids([record.labeler for record in records])
         dedupe_keys = [
-            keys.label_key(record.labeler, record.timestamp, problem_id, solution_id)
+            content_keys.label_key(record.labeler, record.timestamp, problem_id, solution_id)
             for record, problem_id, solution_id in zip(
                 records, problem_ids, solution_ids, strict=True
             )

@@ -10,6 +10,8 @@ from typing import BinaryIO, TypeVar
 from pydantic import ValidationError
 from pydantic_core import from_json
 
+from app.progress import Progress
+
 T = TypeVar("T")
 
 
@@ -35,9 +37,16 @@ class SourceLine:
         return ImportLineError(self.source, self.number, message)
 
 
-def read_jsonl(name: str, stream: BinaryIO) -> Iterator[SourceLine]:
-    """The non-blank lines of a JSONL stream, numbered from 1; bad UTF-8 is a line error."""
+def read_jsonl(
+    name: str, stream: BinaryIO, progress: Progress | None = None
+) -> Iterator[SourceLine]:
+    """The non-blank lines of a JSONL stream, numbered from 1; bad UTF-8 is a line error.
+
+    ``progress`` advances by every line read, blank ones too, as ``count_lines`` counts.
+    """
     for number, raw in enumerate(stream, start=1):
+        if progress is not None:
+            progress.advance()
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as error:
@@ -48,18 +57,44 @@ def read_jsonl(name: str, stream: BinaryIO) -> Iterator[SourceLine]:
             yield SourceLine(name, number, text)
 
 
-def read_files(paths: Iterable[str | Path]) -> Iterator[SourceLine]:
+def read_files(
+    paths: Iterable[str | Path], progress: Progress | None = None
+) -> Iterator[SourceLine]:
     """Every line of every file in order; ``-`` reads standard input."""
     for path in paths:
         if str(path) == "-":
-            yield from read_jsonl("<stdin>", sys.stdin.buffer)
+            yield from read_jsonl("<stdin>", sys.stdin.buffer, progress)
             continue
         try:
             stream = open(path, "rb")  # noqa: SIM115 - closed below, after streaming
         except OSError as error:
             raise ImportLineError(str(path), 0, f"cannot open: {error.strerror}") from None
         with stream:
-            yield from read_jsonl(str(path), stream)
+            yield from read_jsonl(str(path), stream, progress)
+
+
+def count_lines(stream: BinaryIO) -> int:
+    """The lines read_jsonl reads from ``stream`` (blank ones too), counted in large chunks."""
+    count, last = 0, b"\n"
+    while chunk := stream.read(1 << 20):
+        count += chunk.count(b"\n")
+        last = chunk[-1:]
+    # A last line without its newline is a line too.
+    return count + (last != b"\n")
+
+
+def count_file_lines(paths: Iterable[str | Path]) -> int | None:
+    """The lines of all these files, or None when one is standard input or unreadable."""
+    total = 0
+    for path in paths:
+        if str(path) == "-":
+            return None
+        try:
+            with open(path, "rb") as stream:
+                total += count_lines(stream)
+        except OSError:
+            return None
+    return total
 
 
 def decode_json(line: SourceLine) -> object:

@@ -1,7 +1,7 @@
 """Batched get-or-create of problems, solutions and labelers during an import.
 
 Imports go through here a batch of lines at a time: one SELECT per batch finds what exists,
-one multi-row INSERT adds the rest. Content keys (app/datasets/keys.py) decide identity, so a
+one multi-row INSERT adds the rest. Content keys (app/content_keys.py) decide identity, so a
 re-import finds every row and adds nothing.
 """
 
@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Table, select, update
 from sqlalchemy.orm import Session
 
-from app.datasets import keys
+from app import content_keys
 from app.datasets.bulk import insert_rows_returning_ids
 from app.models import LABELS, PROBLEMS, SOLUTIONS, USERS, QueueState, Role, TaskStyle
 
@@ -44,7 +44,9 @@ class ProblemSpec:
 
     @cached_property
     def content_key(self) -> str:
-        return keys.problem_key(self.text, self.ground_truth_answer, self.ground_truth_solution)
+        return content_keys.problem_key(
+            self.text, self.ground_truth_answer, self.ground_truth_solution
+        )
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,9 @@ class SolutionSpec:
 
     @cached_property
     def content_key(self) -> str:
-        return keys.solution_key(self.problem_id, self.steps, self.answer, self.verifier_score)
+        return content_keys.solution_key(
+            self.problem_id, self.steps, self.answer, self.verifier_score
+        )
 
 
 KeyedSpec = TypeVar("KeyedSpec", ProblemSpec, SolutionSpec)
@@ -149,7 +153,7 @@ class Store:
         rows = [
             {
                 "content_key": spec.content_key,
-                "text_key": keys.problem_text_key(spec.text),
+                "text_key": content_keys.problem_text_key(spec.text),
                 "text": spec.text,
                 "ground_truth_solution": spec.ground_truth_solution,
                 "ground_truth_answer": spec.ground_truth_answer,
@@ -188,7 +192,7 @@ class Store:
         if missing:
             rows = self.session.execute(
                 select(PROBLEMS.c.id, PROBLEMS.c.text, PROBLEMS.c.ground_truth_answer)
-                .where(PROBLEMS.c.text_key.in_({keys.problem_text_key(t) for t in missing}))
+                .where(PROBLEMS.c.text_key.in_({content_keys.problem_text_key(t) for t in missing}))
                 .order_by(PROBLEMS.c.id)
             ).all()
             for row in rows:
@@ -207,7 +211,7 @@ class Store:
 
     def problem_ids_by_text(self, texts: Sequence[str]) -> list[int]:
         """The first stored problem with each text, whatever its answer; new ones if none."""
-        wanted = {keys.problem_text_key(text) for text in texts}
+        wanted = {content_keys.problem_text_key(text) for text in texts}
         found: dict[str, int] = {}
         rows = self.session.execute(
             select(PROBLEMS.c.id, PROBLEMS.c.text)

@@ -2,16 +2,18 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Form, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
 from app.auth import CurrentAdmin, CurrentUser, LoggedIn, Login, Viewer, check_csrf, check_login
 from app.config import get_settings
 from app.db import DbSession, core_autocommit, in_database_thread
-from app.labeling import service
+from app.inputs import DbId, PageNumber, StrictJsonRoute, Text
+from app.labeling import history, service
 from app.labeling.queue import Lease, assign_new, extend_lease, lease_of, resume
 from app.labeling.service import TaskView
 from app.labeling.submission import (
+    HUMAN_STEP_MAX_CHARS,
     NOTE_MAX_CHARS,
     LeaseLost,
     SavedLabel,
@@ -20,9 +22,10 @@ from app.labeling.submission import (
     save_label,
 )
 from app.models import utc_now
+from app.project_settings import runtime_settings
 from app.templating import render, wants_fragment
 
-router = APIRouter(dependencies=[Depends(check_csrf)])
+router = APIRouter(dependencies=[Depends(check_csrf)], route_class=StrictJsonRoute)
 
 # The three labeling requests below come with every task a labeler does. Each does its
 # whole unit of work (check the login, the queue or the label) in one worker thread on a
@@ -39,6 +42,7 @@ async def next_task(request: Request, login: LoggedIn) -> HTMLResponse:
         "task": task,
         "waiting_for_approval": task is None and not viewer.is_approved,
         "note_max_chars": NOTE_MAX_CHARS,
+        "human_step_max_chars": HUMAN_STEP_MAX_CHARS,
     }
     block = "task" if wants_fragment(request) else None
     return render(request, "label.html", context, block=block)
@@ -56,7 +60,7 @@ def _take_next_task(login: Login) -> tuple[Viewer, TaskView | None]:
 
 
 @router.post("/api/tasks/{assignment_id}/label")
-async def submit_label(assignment_id: int, login: LoggedIn, body: SubmissionInput) -> JSONResponse:
+async def submit_label(assignment_id: DbId, login: LoggedIn, body: SubmissionInput) -> JSONResponse:
     """Store the task's label; repeating the request stores nothing more."""
     saved = await in_database_thread(_submit, login, assignment_id, body)
     return JSONResponse({"label_id": saved.label_id, "created": saved.created})
@@ -77,7 +81,7 @@ def _submit(login: Login, assignment_id: int, body: SubmissionInput) -> SavedLab
 
 
 @router.post("/api/tasks/{assignment_id}/heartbeat", status_code=204)
-async def heartbeat(assignment_id: int, login: LoggedIn) -> Response:
+async def heartbeat(assignment_id: DbId, login: LoggedIn) -> Response:
     """Keep the lease while the labeler's page is open."""
     await in_database_thread(_keep_lease, login, assignment_id)
     return Response(status_code=204)
@@ -100,8 +104,43 @@ def _not_yours() -> HTTPException:
 
 
 @router.get("/me", response_class=HTMLResponse)
-def my_work(request: Request, user: CurrentUser, session: DbSession) -> HTMLResponse:
-    return render(request, "me.html", {"work": service.my_work(session, user)})
+def my_work(
+    request: Request,
+    user: CurrentUser,
+    session: DbSession,
+    page: Annotated[PageNumber, Query()] = 1,
+) -> HTMLResponse:
+    """The labeler's own work: totals, quality-control answers and their labels, newest
+    first (the history table alone for htmx)."""
+    labels = history.my_history(session, user.id, page)
+    if wants_fragment(request):
+        return render(request, "me.html", {"history": labels}, block="history")
+    answers = history.gold_answers(session, user.id)
+    settings = runtime_settings(session.connection(), get_settings())
+    context = {
+        "work": history.my_work(session, user.id, utc_now()),
+        "history": labels,
+        "answers": answers,
+        "quality_control": history.pooled(answers),
+        "threshold": settings["screening_threshold"],
+    }
+    return render(request, "me.html", context)
+
+
+def my_answer(label_id: DbId, user: CurrentUser, session: DbSession) -> history.AnswerReview:
+    """Dependency: the user's own answer to a gold question, beside the gold label, or 404."""
+    review = history.answer_review(session, user.id, label_id)
+    if review is None:
+        # 404 for a label of someone else's, or not an answer: ids reveal nothing.
+        raise HTTPException(404, "There is no such answer of yours.")
+    return review
+
+
+@router.get("/me/answers/{label_id}", response_class=HTMLResponse)
+def my_answer_page(
+    request: Request, review: Annotated[history.AnswerReview, Depends(my_answer)]
+) -> HTMLResponse:
+    return render(request, "me_answer.html", {"review": review})
 
 
 @router.get("/guidelines", response_class=HTMLResponse)
@@ -119,7 +158,7 @@ def edit_guidelines(request: Request, admin: CurrentAdmin, session: DbSession) -
 def save_guidelines(
     admin: CurrentAdmin,
     session: DbSession,
-    text: Annotated[str, Form(max_length=100_000)],
+    text: Annotated[Text, Form(max_length=100_000)],
 ) -> RedirectResponse:
     service.save_guidelines(session, text)
     return RedirectResponse("/guidelines", status_code=303)

@@ -1,6 +1,5 @@
-"""Plain functions behind the labeling pages: the task view, my work, the guidelines."""
+"""Plain functions behind the labeling pages: the task view and the guidelines."""
 
-import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -21,7 +20,7 @@ from app.labeling.queue import (
     lease_from,
 )
 from app.labeling.submission import LEASED_TASKS, TASK_COLUMNS, LeasedTask, task_from
-from app.models import ASSIGNMENTS, PROBLEMS, SOLUTIONS, USERS, Label, User, utc_now
+from app.models import ASSIGNMENTS, PROBLEMS, SOLUTIONS, USERS
 from app.project_settings import get_value, runtime_settings, set_value
 from app.statements import run
 
@@ -110,28 +109,6 @@ def task_view(connection: Connection, lease: Lease) -> TaskView:
         alternatives=alternatives[: len(steps)],
         style=content.style,
         expires_at=lease.expires_at,
-    )
-
-
-@dataclass(frozen=True)
-class MyWork:
-    today: int
-    total: int
-    median_seconds: float | None
-    """Median time per task, over tasks with a recorded time."""
-
-
-def my_work(session: Session, labeler: User, now: datetime | None = None) -> MyWork:
-    now = now or utc_now()
-    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    rows = session.execute(
-        select(Label.timestamp, Label.total_time).where(Label.labeler_id == labeler.id)
-    ).all()
-    times = [row.total_time for row in rows if row.total_time is not None]
-    return MyWork(
-        today=sum(row.timestamp >= midnight for row in rows),
-        total=len(rows),
-        median_seconds=statistics.median(times) / 1000 if times else None,
     )
 
 

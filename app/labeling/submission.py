@@ -8,7 +8,10 @@ Rating the final step positive or neutral ends it as ``solution``.
 
 Phase-1 tasks: each step has several candidates (the step and its alternatives); the
 labeler rates them all, then continues with one rated positive or neutral, or writes their
-own step when none is positive. Rating every step this way ends it as ``solution``.
+own step. The candidates are a fixed list, written after the data's own earlier steps: when
+the labeler went on with another candidate, or none is right, none may follow their path,
+so they may write the step whatever the ratings (PRM800K's ``human_completion``). Rating
+every step this way ends it as ``solution``.
 
 In both, ``give_up`` and ``bad_problem`` end the task early with a reason.
 """
@@ -22,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Connection, Insert, bindparam, case, exists, func, select, update
 from sqlalchemy.dialects import postgresql
 
-from app.datasets.keys import content_key
+from app.content_keys import content_key
+from app.inputs import Text
 from app.labeling.queue import Labeler
 from app.models import (
     ASSIGNMENTS,
@@ -45,6 +49,8 @@ MAX_TASK_TIME = timedelta(hours=8)
 NOTE_MAX_CHARS = 2000
 """The longest note a give-up or bad-problem label keeps, in characters, spaces around it
 not counted. A longer one is refused with a message, never cut."""
+HUMAN_STEP_MAX_CHARS = 5000
+"""The longest step a labeler may write, counted as a note is; refused, never cut."""
 
 
 class StepInput(BaseModel):
@@ -56,8 +62,9 @@ class StepInput(BaseModel):
     """Ratings of the step's alternative completions (phase 2: at the negative step only)."""
     chosen: int | None = None
     """Phase 1: the candidate the labeler continued with (0 is the step itself)."""
-    human_text: Annotated[str, Field(max_length=5000)] | None = None
-    """Phase 1: the labeler's own step, when no candidate was positive."""
+    human_text: Text | None = None
+    """Phase 1: the labeler's own step, instead of a candidate; at most
+    HUMAN_STEP_MAX_CHARS."""
 
 
 class SubmissionInput(BaseModel):
@@ -67,7 +74,7 @@ class SubmissionInput(BaseModel):
     finish_reason: FinishReason
     total_time: Annotated[int, Field(ge=0)]
     """Milliseconds the labeler spent, as the page measured it."""
-    note: str = ""
+    note: Text = ""
     """Why the labeler gave up or found the problem bad; at most NOTE_MAX_CHARS."""
 
 
@@ -105,10 +112,13 @@ def check_submission(solution: RatedSolution, submission: SubmissionInput) -> No
     note = submission.note.strip()
     if submission.finish_reason in (FinishReason.GIVE_UP, FinishReason.BAD_PROBLEM) and not note:
         raise SubmissionError(f"{submission.finish_reason.value}: say why, in a few words")
-    if len(note) > NOTE_MAX_CHARS:
+    _check_length("the note", note, NOTE_MAX_CHARS)
+
+
+def _check_length(what: str, text: str, limit: int) -> None:
+    if len(text) > limit:
         raise SubmissionError(
-            f"the note has {len(note):,} characters, more than the {NOTE_MAX_CHARS:,} allowed:"
-            " shorten it"
+            f"{what} has {len(text):,} characters, more than the {limit:,} allowed: shorten it"
         )
 
 
@@ -149,8 +159,9 @@ def _check_phase1(solution: RatedSolution, submission: SubmissionInput) -> None:
         if step.human_text is not None:
             if step.chosen is not None or not step.human_text.strip():
                 raise SubmissionError(f"step {index + 1}: choose a candidate or write a step")
-            if 1 in ratings:
-                raise SubmissionError(f"step {index + 1}: a candidate is positive: choose it")
+            _check_length(
+                f"step {index + 1}: your step", step.human_text.strip(), HUMAN_STEP_MAX_CHARS
+            )
         elif step.chosen is None or not 0 <= step.chosen < len(ratings):
             raise SubmissionError(f"step {index + 1}: choose the candidate to continue with")
         elif ratings[step.chosen] == -1:

@@ -2,7 +2,8 @@
 //
 // Phase-2 tasks: a negative step ends the solution (after rating its alternatives, if any).
 // Phase-1 tasks: rate every candidate of a step, continue with the best one (or choose
-// another, or write your own when none is positive), and go on to the next step.
+// another, or write your own: when none is positive, or none follows the steps chosen
+// before), and go on to the next step.
 //
 // Ratings, and the history that `u` undoes, live here until submit, and in localStorage
 // so a reload or a crash loses nothing. Submitting is idempotent on the server, so a retry
@@ -42,12 +43,15 @@
       }),
       chosen: steps.map(function () { return null; }),
       human: steps.map(function () { return null; }),
+      // Phase 1: the labeler opened the box to write a step although a candidate is positive.
+      writing: steps.map(function () { return false; }),
       history: [],
       elapsed: 0,
       visibleSince: document.hidden ? null : Date.now(),
       sending: false,
     };
     restoreDraft();
+    restoreHumanSteps();
     wireButtons();
     padForFooter(section.querySelector(".task-footer"));
     task.heartbeat = setInterval(heartbeat, HEARTBEAT_MS);
@@ -104,14 +108,41 @@
   }
 
   function useHuman(step) {
-    var text = task.steps[step].querySelector(".human-step textarea").value.trim();
-    if (!text || candidateRatings(step).indexOf(1) !== -1) return;
+    var box = task.steps[step].querySelector(".human-step");
+    var textarea = box.querySelector("textarea");
+    var counter = box.querySelector(".note-count");
+    var problem = humanStepProblem(textarea.value, Number(counter.dataset.max));
+    if (problem) {
+      // Refused where the labeler looks, never cut: the step stays in the box to shorten.
+      textarea.setCustomValidity(problem);
+      textarea.reportValidity();
+      setStatus(problem, true);
+      return;
+    }
+    var text = textarea.value.trim();
     task.history.push({ step: step, choice: true, chosen: task.chosen[step], human: task.human[step] });
     task.human[step] = text;
     task.chosen[step] = null;
     // Back to the keys: the next step's ratings, or Enter to submit.
     if (document.activeElement) document.activeElement.blur();
     changed();
+  }
+
+  function writeOwn(step) {
+    task.writing[step] = true;
+    render();
+    task.steps[step].querySelector(".human-step textarea").focus();
+  }
+
+  // A step written before a reload shows in its box again.
+  function restoreHumanSteps() {
+    task.steps.forEach(function (step, i) {
+      var textarea = step.querySelector(".human-step textarea");
+      if (textarea && task.human[i] !== null) {
+        textarea.value = task.human[i];
+        countText(textarea.value, step.querySelector(".human-step .note-count"));
+      }
+    });
   }
 
   function finishReason() {
@@ -224,7 +255,10 @@
     });
     step.querySelector('[data-action="flag"]').setAttribute("aria-pressed", String(task.flags[i]));
     var human = step.querySelector(".human-step");
-    human.hidden = ratings.indexOf(null) !== -1 || ratings.indexOf(1) !== -1;
+    var rated = ratings.indexOf(null) === -1;
+    var asked = ratings.indexOf(1) === -1 || task.writing[i] || task.human[i] !== null;
+    human.hidden = !rated || !asked;
+    step.querySelector(".write-own").hidden = !rated || asked;
     human.classList.toggle("used", task.human[i] !== null);
     if (!human.hidden && task.chosen[i] === null && task.human[i] === null) {
       human.querySelector("textarea").focus();
@@ -269,11 +303,18 @@
     });
     step.querySelector('[data-action="flag"]').addEventListener("click", function () { toggleFlag(i); });
     step.querySelector('[data-action="use-human"]').addEventListener("click", function () { useHuman(i); });
-    step.querySelector(".human-step textarea").addEventListener("keydown", function (event) {
+    step.querySelector('[data-action="write-own"]').addEventListener("click", function () { writeOwn(i); });
+    var textarea = step.querySelector(".human-step textarea");
+    var counter = step.querySelector(".human-step .note-count");
+    textarea.addEventListener("keydown", function (event) {
       if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
         event.preventDefault();
         useHuman(i);
       }
+    });
+    textarea.addEventListener("input", function () {
+      textarea.setCustomValidity("");
+      countText(textarea.value, counter);
     });
   }
 
@@ -326,7 +367,7 @@
     };
     textarea.oninput = function () {
       textarea.setCustomValidity("");
-      countNote(textarea.value, counter);
+      countText(textarea.value, counter);
     };
     textarea.onkeydown = function (event) {
       if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
@@ -334,7 +375,7 @@
         form.requestSubmit(send);
       }
     };
-    countNote(textarea.value, counter);
+    countText(textarea.value, counter);
     dialog.onclose = function () {
       var note = textarea.value.trim();
       if (dialog.returnValue === "confirm" && note) submit(reason, note);
@@ -342,25 +383,34 @@
     dialog.showModal();
   }
 
-  // A note's length as the server counts it: characters (not UTF-16 units), spaces around
+  // A text's length as the server counts it: characters (not UTF-16 units), spaces around
   // it left out.
-  function noteLength(note) {
-    return Array.from(note.trim()).length;
+  function textLength(text) {
+    return Array.from(text.trim()).length;
   }
 
-  function noteProblem(note, max) {
-    var length = noteLength(note);
-    if (!length) return "Say why, in a few words.";
+  // What is wrong with a text to send, as the server would say it; "" when nothing is.
+  function lengthProblem(text, max, what, empty, verb) {
+    var length = textLength(text);
+    if (!length) return empty;
     if (length > max) {
-      return "The note has " + length.toLocaleString("en") + " characters, more than the " +
-        max.toLocaleString("en") + " allowed: shorten it to send it.";
+      return what + " has " + length.toLocaleString("en") + " characters, more than the " +
+        max.toLocaleString("en") + " allowed: shorten it to " + verb + " it.";
     }
     return "";
   }
 
-  function countNote(note, counter) {
+  function noteProblem(note, max) {
+    return lengthProblem(note, max, "The note", "Say why, in a few words.", "send");
+  }
+
+  function humanStepProblem(text, max) {
+    return lengthProblem(text, max, "Your step", "Write the step first.", "use");
+  }
+
+  function countText(text, counter) {
     var max = Number(counter.dataset.max);
-    var length = noteLength(note);
+    var length = textLength(text);
     var text = length.toLocaleString("en") + " / " + max.toLocaleString("en") + " characters";
     if (length > max) text += ": " + (length - max).toLocaleString("en") + " too many";
     counter.textContent = text;
@@ -547,9 +597,10 @@
     var values = { "1": -1, "2": 0, "3": 1 };
     var current = target();
     if (event.key in values) {
-      if (current) rate(current.step, current.alternative, values[event.key]);
-      // The keys rate the highlighted step: the labeler is back on it, not on a focused one.
+      // The keys rate the highlighted step: the labeler is back on it, not on a focused
+      // one. Left before rating: the rating may focus a box to write the next step in.
       if (focusedStep() !== -1) document.activeElement.blur();
+      if (current) rate(current.step, current.alternative, values[event.key]);
     } else if (event.key === "f") {
       toggleFlag(cursorStep());
     } else if (event.key === "u") {

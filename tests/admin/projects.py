@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
-from app.admin.quality import GoldComparison
-from app.labeling.quality import mark_quality_control
 from app.models import SCREENING_GENERATION, Label, Role, Solution, User
+from app.quality.questions import mark_quality_control
+from app.quality.scoring import GoldComparison
 from tests.factories import make_rated_label, make_solution, make_user
 
 LABELERS = ("ann", "ben", "cyd", "dee", "eli")

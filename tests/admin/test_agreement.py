@@ -17,14 +17,14 @@ from sqlalchemy.orm import Session
 from statsmodels.stats.inter_rater import aggregate_raters
 from statsmodels.stats.inter_rater import fleiss_kappa as statsmodels_fleiss_kappa
 
-from app.admin.agreement import (
+from app.admin.agreement.views import (
     AgreementReport,
     agreement_report,
     kappa_matrix,
     overall_agreement,
 )
-from app.admin.quality import labeler_quality
-from app.models import GoldLabel, Label
+from app.models import GoldLabel, Label, Role
+from app.quality.scoring import labeler_quality
 from tests.admin.projects import (
     LABELERS,
     Project,
@@ -306,6 +306,11 @@ def test_labels_that_do_not_count_change_nothing(session: Session, project: Proj
     make_rated_label(
         session, stored.users[labeler], first, [-1], timestamp=datetime(2023, 1, 1), generation=0
     )
+    # An admin's labels of shared solutions, and a solution shared with an admin alone.
+    root = make_user(session, "root", role=Role.ADMIN)
+    for solution in stored.solutions[:3]:
+        make_rated_label(session, root, solution, [-1], generation=0)
+    make_rated_label(session, root, make_solution(session, ["A.", "B."]), [1, 1])
     session.flush()
     assert comparable(agreement_report(session, THRESHOLD)) == clean
 

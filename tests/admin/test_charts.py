@@ -61,8 +61,8 @@ def test_line_chart_geometry() -> None:
     assert last == pytest.approx(
         (charts.WIDTH - charts.RIGHT, bottom - 0.8 * (bottom - charts.TOP)), abs=0.05
     )
-    axis = [t.text for t in svg.iter("text") if t.attrib.get("text-anchor") == "end"]
-    assert axis == ["0", "2", "4", "6", "8", "10"]
+    y_axis = [t.text for t in svg.iter("text") if float(t.attrib["x"]) < charts.LEFT]
+    assert y_axis == ["0", "2", "4", "6", "8", "10"]
 
 
 def test_values_above_a_fixed_maximum_are_clipped_to_it() -> None:
@@ -149,3 +149,31 @@ def test_intervals_are_whiskers_side_by_side_and_in_the_table() -> None:
     assert x_b - x_a == charts.WHISKER_GAP  # side by side around the run's x
     rows = [[cell.text for cell in row] for row in figure.iter("tr") if row.find("td") is not None]
     assert rows == [["1", "0.5 [0.4, 0.6]", "0.5 [0.3, 0.7]"], ["2", "0.6", "—"]]
+
+
+def test_the_last_x_label_ends_at_its_point_inside_the_chart() -> None:
+    labels = [f"Wed {hour:02d}:00" for hour in range(24)]
+    svg = parse(line_chart("t", "d", labels, [Series("s", [1.0] * 24)]))
+    x_axis = [t for t in svg.iter("text") if t.text in labels]
+    assert [t.attrib["text-anchor"] for t in x_axis[:-1]] == ["middle"] * (len(x_axis) - 1)
+    assert x_axis[-1].text == "Wed 23:00" and x_axis[-1].attrib["text-anchor"] == "end"
+    assert float(x_axis[-1].attrib["x"]) == charts.WIDTH - charts.RIGHT
+
+
+def test_the_legend_names_the_line_an_equal_one_covers() -> None:
+    equal = [0.5, 0.625]
+    figure = parse(
+        line_chart(
+            "t",
+            "d",
+            ["1", "2"],
+            [
+                Series("PRM pick", equal),
+                Series("Majority vote", equal),
+                Series("Random", [0.5, 0.6]),
+            ],
+            kind="share",
+        )
+    )
+    items = ["".join(item.itertext()) for item in figure.iter("li")]
+    assert items == ["PRM pick", "Majority vote (same as PRM pick)", "Random"]

@@ -129,24 +129,34 @@ def test_approve_deactivate_and_reset_password(admin: Admin, engine: Engine) -> 
 
 def test_settings_are_saved_as_runtime_settings(admin: Admin, engine: Engine) -> None:
     saved = admin.post(
-        "/admin/qc/settings", {"qc_rate": "0.25", "overlap": "3", "screening_threshold": "0.9"}
+        "/admin/qc/settings",
+        {"qc_rate": "0.25", "overlap": "3", "screening_threshold": "0.9", "qc_min_answers": "5"},
     )
     assert saved.status_code == 200 and "Saved" in saved.text
     assert saved.text.strip().startswith('<form id="settings-form"')
     with Session(engine) as session:
         values = runtime_settings(session.connection(), get_settings())
-    assert values == {"qc_rate": 0.25, "overlap": 3, "screening_threshold": 0.9}
+    assert values == {
+        "qc_rate": 0.25,
+        "overlap": 3,
+        "screening_threshold": 0.9,
+        "qc_min_answers": 5,
+    }
 
 
 def test_bad_settings_show_their_errors_and_save_nothing(admin: Admin, engine: Engine) -> None:
     refused = admin.post(
-        "/admin/qc/settings", {"qc_rate": "2", "overlap": "three", "screening_threshold": "0.7"}
+        "/admin/qc/settings",
+        {"qc_rate": "2", "overlap": "three", "screening_threshold": "0.7", "qc_min_answers": "0"},
     )
     assert refused.status_code == 422
     assert re.search(r'id="qc_rate-error">Input should be less than or equal to 1<', refused.text)
     assert re.search(r'id="overlap-error">Input should be a valid integer', refused.text)
     assert 'name="overlap" value="three"' in refused.text
     assert "screening_threshold-error" not in refused.text
+    assert re.search(
+        r'id="qc_min_answers-error">Input should be greater than or equal to 1<', refused.text
+    )
     with Session(engine) as session:
         assert session.scalar(select(func.count()).select_from(ProjectSetting)) == 0
 

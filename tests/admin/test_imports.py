@@ -1,22 +1,43 @@
-"""Uploads: the CLI's importers, its line-numbered errors, and nothing written on error."""
+"""Uploads: imported in the background as jobs, through the CLI's importers, with its
+line-numbered errors and nothing written on error."""
 
+import gc
 import io
+import re
+import time
 from pathlib import Path
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
+from app.admin import import_jobs
+from app.admin.import_jobs import UNFINISHED
 from app.admin.imports import UploadOptions, import_upload, upload_name
 from app.cli import cli
-from app.models import Label, Problem, QueueState, Solution, StepCompletion
+from app.main import create_app
+from app.models import (
+    ImportJob,
+    JobStatus,
+    Label,
+    Problem,
+    QueueState,
+    Role,
+    Solution,
+    StepCompletion,
+)
+from app.progress import Progress
 from tests import factories
-from tests.admin.conftest import Admin
+from tests.admin.conftest import HTMX, Admin
+from tests.web import add_user, log_in
 
 runner = CliRunner()
 BAD_LINE = factories.line(factories.record(finish_reason="done"))
+JOB_ROW = re.compile(r'<tr id="job-(\d+)" data-status="(\w+)">')
+WAIT_SECONDS = 120
 
 
 def good_lines(count: int) -> list[str]:
@@ -41,7 +62,58 @@ def upload(admin: Admin, name: str, content: bytes, **fields: str) -> httpx.Resp
     )
 
 
-def test_upload_gives_the_clis_error_and_writes_nothing(
+def job_statuses(page: str) -> dict[int, str]:
+    return {int(job_id): status for job_id, status in JOB_ROW.findall(page)}
+
+
+def finished(admin: Admin, engine: Engine, response: httpx.Response) -> tuple[ImportJob, str]:
+    """Poll the Imports page as the browser does until the upload's job ends."""
+    assert response.status_code == 200, response.text
+    job_id = max(job_statuses(response.text))  # the newest job is the upload's
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        page = admin.client.get("/admin/imports", headers=HTMX).text
+        if job_statuses(page)[job_id] not in import_jobs.UNFINISHED:
+            with Session(engine) as session:
+                return session.get_one(ImportJob, job_id), page
+        time.sleep(0.02)
+    raise AssertionError(f"job {job_id} did not finish in {WAIT_SECONDS} s")
+
+
+def imported(admin: Admin, engine: Engine, name: str, content: bytes, **fields: str) -> str:
+    """Upload, wait for the job, and return the Imports page that shows how it ended."""
+    return finished(admin, engine, upload(admin, name, content, **fields))[1]
+
+
+def test_an_upload_answers_at_once_and_imports_in_the_background(
+    admin: Admin, engine: Engine, app_client: TestClient
+) -> None:
+    answer = upload(admin, "good.jsonl", "".join(good_lines(4)).encode())
+    assert answer.status_code == 200 and answer.headers["HX-Trigger"] == "dashboard-refresh"
+    # The answer was made before the import began: the job is queued, and the page polls.
+    assert "Received good.jsonl (4 lines)" in answer.text
+    assert list(job_statuses(answer.text).values()) == ["queued"]
+    assert 'hx-trigger="every 1s"' in answer.text
+    job, page = finished(admin, engine, answer)
+    assert job.status == JobStatus.SUCCEEDED and job.lines_done == job.lines_total == 4
+    assert job.error is None and job.started_at and job.finished_at
+    summary = "4 lines read: 4 labels added, 0 already present, 0 invalid skipped"
+    assert job.summary is not None and job.summary.startswith(summary) and summary in page
+    assert 'hx-trigger="every 1s"' not in page  # nothing left to watch
+    assert counts(engine)["labels"] == 4
+
+    # Any admin sees the job, with who uploaded it.
+    other = TestClient(app_client.app)
+    add_user(engine, "second", role=Role.ADMIN)
+    log_in(other, "second")
+    assert summary in other.get("/admin/imports").text and "root" in page
+
+    again = imported(admin, engine, "good.jsonl", "".join(good_lines(4)).encode())
+    assert "0 labels added, 4 already present" in again
+    assert counts(engine)["labels"] == 4
+
+
+def test_a_bad_line_fails_the_job_with_the_clis_error_and_writes_nothing(
     admin: Admin, engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lines = good_lines(3)
@@ -53,27 +125,42 @@ def test_upload_gives_the_clis_error_and_writes_nothing(
     cli_error = cli_result.stderr.splitlines()[0]
     assert cli_error.startswith("labels.jsonl:3: label.finish_reason: Input should be")
 
-    answer = upload(admin, "labels.jsonl", content.encode())
-    assert answer.status_code == 422
-    assert "HX-Trigger" not in answer.headers
+    job, page = finished(admin, engine, upload(admin, "labels.jsonl", content.encode()))
+    assert job.status == JobStatus.FAILED and job.error == cli_error
+    assert job.summary is None and job.lines_done == 3  # it stopped at line 3 of 4
     escaped = cli_error.replace("'", "&#39;").replace('"', "&#34;")
-    assert f"<code>{escaped}</code>" in answer.text
-    assert "Nothing was imported." in answer.text
+    assert f"<code>{escaped}</code>" in page and "Nothing was imported." in page
     assert set(counts(engine).values()) == {0}
 
 
-def test_upload_imports_like_the_cli(admin: Admin, engine: Engine) -> None:
-    page = upload(admin, "good.jsonl", "".join(good_lines(4)).encode())
-    assert page.status_code == 200 and page.headers["HX-Trigger"] == "dashboard-refresh"
-    assert "4 lines read: 4 labels added, 0 already present, 0 invalid skipped" in page.text
-    again = upload(admin, "good.jsonl", "".join(good_lines(4)).encode())
-    assert "0 labels added, 4 already present" in again.text
-    assert counts(engine)["labels"] == 4
+def test_progress_is_written_while_the_job_runs(
+    admin: Admin, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if engine.dialect.name == "sqlite":
+        pytest.skip("SQLite: the import holds the one write lock, which every page waits for")
+    monkeypatch.setattr(import_jobs, "PROGRESS_SECONDS", 0.01)
+    problems = [{"problem": f"What is {n}+{n}?", "answer": str(2 * n)} for n in range(20_000)]
+    content = "".join(factories.line(p) for p in problems).encode()
+    answer = upload(admin, "many.jsonl", content, kind="problems")
+    (job_id,) = job_statuses(answer.text)
+    seen: list[tuple[str, int]] = []
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline and (not seen or seen[-1][0] in import_jobs.UNFINISHED):
+        with Session(engine) as session:
+            row = session.get_one(ImportJob, job_id)
+            seen.append((row.status, row.lines_done))
+        time.sleep(0.01)
+    assert seen[-1] == ("succeeded", 20_000)
+    partway = [done for status, done in seen if status == "running" and 0 < done < 20_000]
+    assert partway and partway == sorted(partway)
+    page = admin.client.get("/admin/imports").text
+    assert "20,000 / 20,000" in page and "lines/s" in page
+    assert counts(engine)["problems"] == 20_000
 
 
 def test_skip_invalid_lists_the_bad_lines(admin: Admin, engine: Engine) -> None:
     content = "".join([good_lines(1)[0], "not json\n", BAD_LINE, *good_lines(3)[1:]])
-    page = upload(admin, "mixed.jsonl", content.encode(), skip_invalid="true").text
+    page = imported(admin, engine, "mixed.jsonl", content.encode(), skip_invalid="true")
     assert "2 invalid skipped" in page
     assert "<code>mixed.jsonl:2: invalid JSON" in page
     assert "<code>mixed.jsonl:3: label.finish_reason" in page
@@ -84,14 +171,20 @@ def test_solutions_go_to_the_generation_asked_for_or_to_the_pool(
     admin: Admin, engine: Engine
 ) -> None:
     problems = [{"problem": f"What is {n}+{n}?", "answer": str(2 * n)} for n in (1, 2)]
-    upload(admin, "p.jsonl", "".join(factories.line(p) for p in problems).encode(), kind="problems")
+    problem_lines = "".join(factories.line(p) for p in problems).encode()
+    imported(admin, engine, "p.jsonl", problem_lines, kind="problems")
     solutions = [{"problem": p["problem"], "steps": ["Add.", p["answer"]]} for p in problems]
-    queued = upload(
-        admin, "s.jsonl", factories.line(solutions[0]).encode(), kind="solutions", generation="5"
+    queued = imported(
+        admin,
+        engine,
+        "s.jsonl",
+        factories.line(solutions[0]).encode(),
+        kind="solutions",
+        generation="5",
     )
-    assert "1 solutions added" in queued.text
+    assert "1 solutions added" in queued
     pool = factories.line(solutions[1]).encode()
-    upload(admin, "pool.jsonl", pool, kind="solutions", no_queue="true")
+    imported(admin, engine, "pool.jsonl", pool, kind="solutions", no_queue="true")
     with Session(engine) as session:
         columns = select(Solution.generation, Solution.queue_state).order_by(Solution.id)
         rows = session.execute(columns)
@@ -114,12 +207,27 @@ def test_bad_options_are_refused(
     page = upload(admin, "good.jsonl", "".join(good_lines(1)).encode(), **fields)
     assert page.status_code == 422
     assert message in page.text and "Nothing was imported." in page.text
-    assert counts(engine)["labels"] == 0
+    with Session(engine) as session:
+        assert session.scalar(select(func.count()).select_from(ImportJob)) == 0
 
 
 def test_an_upload_without_a_file(admin: Admin) -> None:
     refused = admin.post("/admin/imports", {"kind": "prm800k"})
     assert refused.status_code == 422 and "choose a JSONL file" in refused.text
+
+
+def test_jobs_left_unfinished_are_marked_interrupted_when_the_app_starts(engine: Engine) -> None:
+    with Session(engine) as session:
+        left = [ImportJob(kind="prm800k", filename="big.jsonl", status=s) for s in UNFINISHED]
+        done = ImportJob(kind="prm800k", filename="old.jsonl", status="succeeded")
+        session.add_all([*left, done])
+        session.commit()
+    with TestClient(create_app()):
+        pass
+    with Session(engine) as session:
+        jobs = session.scalars(select(ImportJob).order_by(ImportJob.id)).all()
+        assert [job.status for job in jobs] == ["failed", "failed", "succeeded"]
+        assert jobs[0].error == import_jobs.INTERRUPTED and jobs[0].finished_at is not None
 
 
 def test_the_service_reads_a_stream_in_a_savepoint(session: Session) -> None:
@@ -128,6 +236,25 @@ def test_the_service_reads_a_stream_in_a_savepoint(session: Session) -> None:
     assert result.error is not None and result.error.startswith("labels.jsonl:2: labeler: Field")
     assert not result.imported
     assert session.scalar(select(func.count()).select_from(Label)) == 0
+
+
+def test_an_upload_leaves_the_garbage_collector_on(session: Session) -> None:
+    """The collector is the web process's: paused by an upload's thread, it would be off for
+    every request beside it until the import ended."""
+    collecting = []
+    progress = Progress(lambda _done: collecting.append(gc.isenabled()), interval=0)
+    stream = io.BytesIO("".join(good_lines(3)).encode())
+    result = import_upload(session, "labels.jsonl", stream, UploadOptions("prm800k"), progress)
+    assert result.error is None and result.imported
+    assert collecting == [True] * 3
+
+
+def test_an_upload_is_spooled_and_its_lines_counted() -> None:
+    path, lines = import_jobs.spool(io.BytesIO(b"{}\n\n{}"))
+    try:
+        assert path.read_bytes() == b"{}\n\n{}" and lines == 3
+    finally:
+        path.unlink()
 
 
 def test_upload_name_keeps_only_the_file_name() -> None:

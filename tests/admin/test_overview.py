@@ -7,8 +7,8 @@ from sqlalchemy.orm import Session
 from app.admin.overview import overview
 from app.admin.throughput import WINDOWS, throughput
 from app.config import Settings
-from app.labeling.quality import mark_quality_control
 from app.models import Assignment, QueueState, Role, RunStatus, TrainingRun
+from app.quality.questions import mark_quality_control
 from app.users import deactivate
 from tests.factories import make_label, make_solution, make_user
 
@@ -79,3 +79,22 @@ def test_an_empty_project(session: Session) -> None:
     assert figures.qc_step_accuracy is None and figures.current_run is None
     assert (figures.agreement.steps, figures.agreement.krippendorff_alpha) == (0, None)
     assert figures.recent_runs == [] and sum(figures.labels_per_hour) == 0
+
+
+def test_an_admins_labels_make_no_labeler_and_qc_waits_for_enough_answers(
+    session: Session,
+) -> None:
+    admin, ann = make_user(session, "root", role=Role.ADMIN), make_user(session, "ann")
+    gold = make_solution(session)
+    gold_label = make_label(session, admin, gold, [[1], [1]], timestamp=NOW - timedelta(hours=1))
+    mark_quality_control(session, gold.id, gold_label.id)
+    make_label(session, ann, gold, [[1], [-1]], finish_reason="found_error", timestamp=NOW)
+    make_label(session, admin, make_solution(session), [[1]], timestamp=NOW)
+
+    figures = overview(session, Settings(), default_overlap=1, threshold=0.8, now=NOW)
+    assert (figures.labels_today, figures.labelers_active_today) == (3, 1)
+    assert sum(figures.labels_per_hour) == 1  # ann's answer alone
+    assert (figures.labelers_passing_qc, figures.labelers_with_qc) == (0, 1)  # ann fails
+    waiting = overview(session, Settings(), 1, 0.8, NOW, min_answers=2)
+    assert (waiting.labelers_passing_qc, waiting.labelers_with_qc) == (0, 0)
+    assert waiting.qc_step_accuracy == 1 / 2 and waiting.qc_min_answers == 2

@@ -9,11 +9,11 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.admin.progress import progress
-from app.admin.quality import labeler_quality
 from app.admin.throughput import WINDOWS, throughput
 from app.db import transaction
-from app.labeling.quality import mark_quality_control
 from app.models import Generation, RunStatus, TrainingRun, User, utc_now
+from app.quality.questions import mark_quality_control
+from app.quality.scoring import labeler_quality
 from tests.admin.conftest import HTMX, Admin
 from tests.factories import make_label, make_solution, make_user, prm_run_metrics
 
@@ -66,7 +66,11 @@ def test_overview_shows_the_headline_figures(admin: Admin, engine: Engine) -> No
     assert page.status_code == 200
     figures = tiles(page.text)
     assert "4 in total" in page.text
-    assert figures["Passing QC"] == "1 of 2"
+    # ann and eve answered one QC question each: too few for a verdict by default.
+    assert figures["Passing QC"] == "0 of 0"
+    assert "a verdict after 3 answers" in page.text
+    verdict_after_one_answer(admin)
+    assert tiles(admin.client.get("/admin").text)["Passing QC"] == "1 of 2"
     assert figures["Awaiting approval"] == "1"
     assert figures["Current PRM"].startswith("run ")
     assert "Labels per hour, last 24 hours" in page.text and "<svg" in page.text
@@ -93,8 +97,15 @@ def test_throughput_page_and_its_windows(admin: Admin, engine: Engine) -> None:
     assert missing.status_code == 404 and "choose one of 24h, 7d, 30d" in missing.text
 
 
+def verdict_after_one_answer(admin: Admin) -> None:
+    """Set the QC answers for a verdict to one, through the QC page's form."""
+    settings = {"overlap": "1", "qc_rate": "0.05", "screening_threshold": "0.8"}
+    assert admin.post("/admin/qc/settings", settings | {"qc_min_answers": "1"}).status_code == 200
+
+
 def test_qc_page_names_who_fails(admin: Admin, engine: Engine) -> None:
     seed(engine)
+    verdict_after_one_answer(admin)
     page = admin.client.get("/admin/qc").text
     failing = page[page.index("Who fails QC") : page.index("Labelers against gold")]
     assert "&lt;b&gt;eve&lt;/b&gt;" in failing and "ann" not in failing
@@ -154,7 +165,7 @@ def test_json_twins_give_the_services_figures(admin: Admin, engine: Engine) -> N
     with Session(engine) as session:
         expected = {
             "/api/admin/progress": progress(session, default_overlap=1),
-            "/api/admin/quality": labeler_quality(session, threshold=0.8),
+            "/api/admin/quality": labeler_quality(session, threshold=0.8, min_answers=3),
         }
         window = throughput(session, WINDOWS["7d"])
     for path, figures in expected.items():
@@ -162,7 +173,7 @@ def test_json_twins_give_the_services_figures(admin: Admin, engine: Engine) -> N
     answer = admin.client.get("/api/admin/throughput").json()
     assert answer["overall"]["labels"] == window.overall.labels == 3  # the gold label is older
     overview = admin.client.get("/api/admin/overview").json()
-    assert (overview["labelers_passing_qc"], overview["labelers_with_qc"]) == (1, 2)
+    assert (overview["labelers_passing_qc"], overview["labelers_with_qc"]) == (0, 0)
     runs = admin.client.get("/api/admin/prm").json()
     assert runs["current"]["step_auroc"]["value"] == 0.712
 
@@ -172,3 +183,11 @@ def test_an_admin_without_data_sees_empty_pages(admin: Admin) -> None:
         page = admin.client.get(path)
         assert page.status_code == 200, path
         assert 'class="empty"' in page.text, path
+
+
+def test_qc_page_counts_answers_until_a_verdict(admin: Admin, engine: Engine) -> None:
+    seed(engine)
+    page = admin.client.get("/admin/qc").text
+    assert page.count('<span class="verdict none">1 of 3 answers</span>') == 2  # ann and eve
+    assert 'name="qc_min_answers" value="3"' in page
+    assert "No labeler with 3 or more answers is below the threshold" in page

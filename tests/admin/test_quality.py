@@ -7,18 +7,16 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.admin.quality import (
+from app.models import SCREENING_GENERATION, QueueState, Role, Solution, User
+from app.quality.questions import mark_quality_control
+from app.quality.review import gold_candidates, qc_questions, sample_for_agreement
+from app.quality.scoring import (
     GoldComparison,
     combined,
-    gold_candidates,
     gold_comparisons,
     labeler_quality,
-    qc_questions,
     quality_control_by_generation,
-    sample_for_agreement,
 )
-from app.labeling.quality import mark_quality_control
-from app.models import SCREENING_GENERATION, QueueState, Role, Solution, User
 from tests.admin import projects
 from tests.admin.projects import Ratings, compared_with_gold, random_gold_questions, store_gold
 from tests.factories import make_label, make_solution, make_user
@@ -219,3 +217,29 @@ def test_sample_for_agreement_refuses_what_makes_no_sense(
     with pytest.raises(ValueError, match=message):
         sample_for_agreement(session, generation, count, overlap, default_overlap=default)
     assert session.scalar(select(Solution.overlap)) is None
+
+
+def test_qc_gives_no_verdict_before_enough_answers_and_counts_them(session: Session) -> None:
+    build(session)
+    # alice answered three QC questions (6 of 9 steps agree), bob two, dave one (1 of 3).
+    rows = {row.name: row for row in labeler_quality(session, 0.75, min_answers=3)}
+    assert rows["alice"].passes_quality_control is False
+    assert rows["bob"].passes_quality_control is None
+    assert rows["dave"].passes_quality_control is None
+    assert rows["dave"].quality_control.answers == 1
+    # Screening is one set, judged whole: no minimum applies to it.
+    assert rows["dave"].passes_screening is False
+    one_each = {row.name: row for row in labeler_quality(session, 0.75, min_answers=1)}
+    assert one_each["dave"].passes_quality_control is False
+
+
+def test_an_admins_label_of_a_qc_question_is_no_answer(session: Session) -> None:
+    solutions = build(session)
+    before = quality_control_by_generation(session)
+    admin = session.scalar(select(User).where(User.name == "root"))
+    assert admin is not None
+    make_label(session, admin, solutions["s1"], [[-1]], finish_reason="found_error")
+    assert quality_control_by_generation(session) == before
+    assert gold_comparisons(session, ("labeler_id",)).keys() == {
+        (user_id,) for user_id in session.scalars(select(User.id).where(User.role == "labeler"))
+    } - {(session.scalar(select(User.id).where(User.name == "erin")),)}

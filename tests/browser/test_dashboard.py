@@ -1,11 +1,13 @@
 """The admin dashboard in headless Chromium: htmx forms, their errors, and live figures."""
 
 import base64
+import json
 import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 
 import krippendorff
 import pytest
@@ -15,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from app.admin.charts import Series, line_chart
 from app.models import Generation, Role, RunStatus, Solution, TrainingRun, User
+from app.quality.questions import mark_quality_control
 from app.templating import decimal
 from tests.browser.conftest import TIMEOUT_MS
 from tests.browser.live import ROOT, Labeler, LiveApp, SolutionSpec, add_labeler, queue
@@ -174,6 +177,110 @@ def test_two_labelers_label_the_same_solutions_and_agreement_follows(
     agreement.locator("#labelers").scroll_into_view_if_needed()
     ARTIFACTS.mkdir(exist_ok=True)
     agreement.screenshot(path=str(ARTIFACTS / "dashboard-agreement.png"), full_page=True)
+
+
+def test_a_give_up_note_shows_in_the_notes_list_and_its_download(
+    browser: Browser, admin_page: Page, live_app: LiveApp
+) -> None:
+    queue(live_app.engine, SolutionSpec(["Let $x = 2$.", "So $x^2 = 4$.\n\n# Answer\n\n4"]))
+    labeler = add_labeler(live_app.engine, f"quitter-{uuid.uuid4().hex[:6]}")
+    note = f"Step 2 squares without saying why ({uuid.uuid4().hex[:6]})."
+    with labeling_page(browser, live_app, labeler) as page:
+        wait_for_task(page, 2)
+        page.get_by_role("button", name="Give up").click()
+        dialog = page.locator("#task .reason-dialog")
+        dialog.get_by_role("textbox").fill(note)
+        with task_swap(page):
+            dialog.get_by_role("button", name="Submit").click()
+
+    admin_page.get_by_role("link", name="Notes").click()
+    expect(admin_page).to_have_url(re.compile(r"/admin/notes$"))
+    row = admin_page.locator("#note-table tbody tr").first  # newest first
+    expect(row).to_contain_text(note)
+    expect(row).to_contain_text(labeler.name)
+    expect(row).to_contain_text("give up")
+    admin_page.get_by_role("link", name="bad problem").click()
+    expect(admin_page.locator("#note-table")).not_to_contain_text(note)
+    with admin_page.expect_download() as download:
+        admin_page.get_by_role("link", name="Download notes (JSONL)").click()
+    lines = Path(download.value.path()).read_text().splitlines()
+    mine = [json.loads(line) for line in lines if note in line]
+    assert [(line["labeler"], line["finish_reason"]) for line in mine] == [
+        (labeler.uuid, "give_up")
+    ]
+
+
+# Every admin page a labeler's work shows on, at the width the issue measured.
+ADMIN_PAGES = (
+    "/admin",
+    "/admin/agreement",
+    "/admin/agreement/items",
+    "/admin/progress",
+    "/admin/notes",
+    "/admin/throughput",
+    "/admin/qc",
+    "/admin/users",
+)
+OUTSIDE_THE_BOX = """() => {
+  const main = document.querySelector("main");
+  const style = getComputedStyle(main);
+  const left = main.getBoundingClientRect().left + parseFloat(style.paddingLeft);
+  const right = main.getBoundingClientRect().right - parseFloat(style.paddingRight);
+  const outside = [...main.querySelectorAll("table, svg")]
+    .map(element => [element.id || element.className.baseVal || element.className,
+                     element.getBoundingClientRect()])
+    .filter(([, box]) => box.left < left - 0.5 || box.right > right + 0.5)
+    .map(([name, box]) => `${name}: ${Math.round(box.left)}-${Math.round(box.right)}`);
+  const page = document.documentElement;
+  return {outside, sideways: page.scrollWidth - page.clientWidth, box: right - left};
+}"""
+
+
+def test_tables_stay_inside_their_box_at_1280_px(admin_page: Page, live_app: LiveApp) -> None:
+    wide_agreement(live_app)
+    admin_page.set_viewport_size({"width": 1280, "height": 900})
+    for path in ADMIN_PAGES:
+        admin_page.goto(path)
+        measured = admin_page.evaluate(OUTSIDE_THE_BOX)
+        assert measured["box"] == pytest.approx(1112, abs=1), path
+        assert measured["outside"] == [], path
+        assert measured["sideways"] == 0, path
+    admin_page.goto("/admin/agreement")
+    expect(admin_page.locator("#labelers td .verdict").first).to_have_text(
+        re.compile(r"^\d of 3 answers$|^no gold yet$")
+    )
+    admin_page.locator("#labelers").scroll_into_view_if_needed()
+    ARTIFACTS.mkdir(exist_ok=True)
+    admin_page.screenshot(path=str(ARTIFACTS / "dashboard-agreement-1280.png"))
+
+
+def wide_agreement(live_app: LiveApp) -> None:
+    """Three labelers with long names on shared solutions, with QC answers: the agreement
+    tables' widest content (every column filled, brackets and verdicts included)."""
+    suffix = uuid.uuid4().hex[:6]
+    with Session(live_app.engine) as session:
+        root = make_user(session, f"gold-{suffix}", role=Role.ADMIN)
+        names = ("annabelle", "bartholomew", "cornelius")
+        labelers = [make_user(session, f"{name}-{suffix}") for name in names]
+        for index in range(4):
+            solution = make_solution(session, ["A.", "B.", "C."], generation=index % 2)
+            for number, labeler in enumerate(labelers):
+                ratings = [[1], [(index + number) % 3 - 1], [1]]
+                finish = "found_error" if ratings[1] == [-1] else "solution"
+                make_label(
+                    session,
+                    labeler,
+                    solution,
+                    ratings[:2] if finish == "found_error" else ratings,
+                    finish_reason=finish,
+                )
+        gold = make_solution(session, ["A.", "B."], generation=1)
+        session.flush()
+        gold_label = make_label(session, root, gold, [[1], [1]])
+        mark_quality_control(session, gold.id, gold_label.id)
+        for labeler in labelers:
+            make_label(session, labeler, gold, [[1], [-1]], finish_reason="found_error")
+        session.commit()
 
 
 def test_the_prm_pages_show_intervals_and_pin_a_checkpoint(

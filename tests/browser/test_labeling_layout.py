@@ -91,7 +91,11 @@ def test_the_footer_never_covers_the_step_being_rated(
         expect(status(page)).to_have_text(f"Rate step {number} of {steps}.")
         expect_clear_of_the_footer(page, step(page, number))
     page.keyboard.press("End")
-    page.wait_for_function("innerHeight + scrollY >= document.scrollingElement.scrollHeight - 1")
+    # A function, not an expression: Playwright polls an expression with eval, which the
+    # page's Content-Security-Policy refuses.
+    page.wait_for_function(
+        "() => innerHeight + scrollY >= document.scrollingElement.scrollHeight - 1"
+    )
     expect_clear_of_the_footer(page, step(page, steps))
     page.screenshot(path=ARTIFACTS / f"labeling-page-{size['width']}x{size['height']}.png")
 

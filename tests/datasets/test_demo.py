@@ -12,7 +12,9 @@ from app.datasets.demo import (
     GENERATOR,
     SUBJECT_SLUGS,
     demo_gold_solutions,
+    demo_phase1_solutions,
     demo_problems,
+    demo_slips,
     demo_solutions,
     draw_problem,
     problem_number,
@@ -276,3 +278,42 @@ def test_a_gold_first_error_is_the_first_step_stating_a_wrong_value() -> None:
         assert key.ratings == [1] * first_error + [-1]
         checked += 1
     assert checked >= 4
+
+
+def test_phase1_tasks_have_candidates_and_a_step_with_none_right(
+    problems: list[Record], answers: dict[str, str]
+) -> None:
+    taken = demo_solutions(problems)
+    tasks = demo_phase1_solutions(problems, taken)
+    assert tasks == demo_phase1_solutions(problems, taken)
+    written = {(s["unique_id"], tuple(steps_of(s))) for s in taken}
+    for index, task in enumerate(tasks):
+        steps, alternatives = steps_of(task), task["alternatives"]
+        assert task["style"] == "phase1" and (task["unique_id"], tuple(steps)) not in written
+        assert isinstance(alternatives, list) and len(alternatives) == len(steps)
+        assert any(alternatives), "no step has candidates to choose from"
+        for text, others in zip(steps, alternatives, strict=True):
+            assert text not in others and len(set(others)) == len(others)
+            assert all(balanced(other) for other in others)
+        right = exact_value(str(task["answer"])) == exact_value(answers[str(task["unique_id"])])
+        # Every other task follows a slipped solution: at the slip, its step stands alone,
+        # and the last step has a candidate with the right answer to go on with.
+        assert right == (index % 2 == 0)
+        if not right:
+            assert [] in alternatives
+            finals = [other.split(ANSWER_SECTION)[-1] for other in alternatives[-1]]
+            assert answers[str(task["unique_id"])] in finals
+
+
+def test_the_slips_are_where_the_wrong_answers_go_wrong() -> None:
+    problems = demo_problems(seed=3, count=30)
+    solutions = demo_solutions(problems, seed=3, per_problem=4)
+    slips = demo_slips(problems, seed=3, per_problem=4)
+    answers = {record["unique_id"]: record["answer"] for record in problems}
+    assert len(slips) == len(solutions)
+    for solution in solutions:
+        slip = slips[tuple(solution["steps"])]
+        wrong = solution["answer"] != answers[solution["unique_id"]]
+        assert (slip is not None) == wrong
+        if slip is not None:
+            assert 0 <= slip < len(solution["steps"])

@@ -6,10 +6,28 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, selectinload
 
-from app.admin.quality import labeler_quality
-from app.datasets.demo_seed import QUALITY_CONTROL_QUESTIONS, SHARED_SOLUTIONS, seed
+from app import prm800k
+from app.datasets.demo_seed import (
+    PHASE1_AFTER,
+    PHASE1_TASKS,
+    QUALITY_CONTROL_QUESTIONS,
+    SHARED_SOLUTIONS,
+    seed,
+)
+from app.datasets.export import ExportFilter, iter_records
 from app.labeling.queue import Lease, QueueRules, next_assignment
-from app.models import Assignment, GoldLabel, Label, LabelStep, QueueState, Solution, User
+from app.labeling.submission import SubmissionInput, leased_task, save_label
+from app.models import (
+    Assignment,
+    GoldLabel,
+    Label,
+    LabelStep,
+    QueueState,
+    Solution,
+    TaskStyle,
+    User,
+)
+from app.quality.scoring import labeler_quality
 from tests.factories import make_label
 
 NOW = datetime(2026, 11, 23, 9, 0)
@@ -109,3 +127,56 @@ def test_quality_control_moves_when_a_demo_labeler_answers(session: Session) -> 
     after = {row.name: row for row in labeler_quality(session, 0.8)}["alice"]
     assert after.quality_control.answers == 1
     assert after.quality_control.step_accuracy == 1.0 and after.passes_quality_control is True
+
+
+def test_a_new_labeler_meets_phase1_tasks_early_and_can_write_a_step(session: Session) -> None:
+    report = seed(session)
+    assert report.phase1 == PHASE1_TASKS
+    users = demo_users(session)
+    served = []
+    for _ in range(PHASE1_AFTER + PHASE1_TASKS):
+        lease = next_assignment(session.connection(), users["alice"], RULES, NOW)
+        assert lease is not None
+        served.append((lease, session.get(Solution, lease.solution_id)))
+        finish(session, lease)
+    styles = [solution.style for _, solution in served if solution is not None]
+    assert styles == [TaskStyle.PHASE2.value] * PHASE1_AFTER + [TaskStyle.PHASE1.value] * 3
+    assert "3 phase-1 tasks" in report.describe()
+
+    # The task where no candidate is right at the slip: rate, choose, write, submit.
+    lease, solution = next(
+        (lease, solution)
+        for lease, solution in served
+        if solution is not None and [] in (solution.alternatives or [])
+    )
+    alternatives = solution.alternatives or []
+    slip = alternatives.index([])
+    steps = [
+        {"rating": 1, "alternative_ratings": [1] * len(others), "chosen": 0}
+        for others in alternatives[:slip]
+    ]
+    steps.append({"rating": -1, "human_text": "My own step."})
+    session.execute(update(Assignment).where(Assignment.id == lease.id).values(completed_at=None))
+    task = leased_task(session.connection(), lease.id)
+    assert task is not None
+    give_up = {"steps": steps, "finish_reason": "give_up", "total_time": 1000, "note": "demo"}
+    saved = save_label(
+        session.connection(),
+        task,
+        users["alice"],
+        SubmissionInput.model_validate(give_up),
+        overlap=1,
+    )
+    [record] = [
+        r
+        for r in iter_records(session, ExportFilter(labelers=["alice"]))
+        if r["label"]["finish_reason"] == "give_up"
+    ]
+    assert saved.created and prm800k.Record.model_validate(record)
+    assert record["label"]["steps"][slip]["human_completion"] == {
+        "text": "My own step.",
+        "rating": None,
+        "source": "human",
+        "flagged": False,
+    }
+    assert record["label"]["steps"][slip]["chosen_completion"] is None

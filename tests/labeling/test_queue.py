@@ -161,7 +161,7 @@ def test_new_labelers_get_screening_first_and_then_wait(session: Session) -> Non
 
 
 def test_marking_quality_control_checks_the_gold_label(session: Session) -> None:
-    from app.labeling.quality import mark_quality_control, unmark_quality_control
+    from app.quality.questions import mark_quality_control, unmark_quality_control
 
     solution, other = make_solution(session), make_solution(session)
     admin = make_user(session, "admin", role=Role.ADMIN)
@@ -190,7 +190,7 @@ def test_marking_quality_control_checks_the_gold_label(session: Session) -> None
 
 def gold(session: Session, solution_id: int, admin_name: str = "qc-admin") -> None:
     """Mark the solution a QC question, with an admin's label as its gold label."""
-    from app.labeling.quality import mark_quality_control
+    from app.quality.questions import mark_quality_control
 
     solution = session.get(Solution, solution_id)
     assert solution is not None
@@ -209,7 +209,7 @@ def gold(session: Session, solution_id: int, admin_name: str = "qc-admin") -> No
 
 
 def test_quality_control_is_answered_once_per_generation(session: Session) -> None:
-    from app.labeling.quality import add_quality_control_to_generation
+    from app.quality.questions import add_quality_control_to_generation
 
     question = make_solution(session, queue_state=QueueState.FULL)
     gold(session, question.id)
@@ -241,7 +241,7 @@ def test_quality_control_is_answered_once_per_generation(session: Session) -> No
 
 
 def test_a_question_marked_later_joins_the_newest_generation(session: Session) -> None:
-    from app.labeling.quality import add_quality_control_to_generation, unmark_quality_control
+    from app.quality.questions import add_quality_control_to_generation, unmark_quality_control
 
     screening = make_solution(session, generation=SCREENING_GENERATION)
     gold(session, screening.id, "admin-1")
@@ -264,7 +264,7 @@ def test_a_question_marked_later_joins_the_newest_generation(session: Session) -
 def test_an_open_qc_question_does_not_count_as_the_generation_being_labeled(
     session: Session,
 ) -> None:
-    from app.labeling.quality import add_quality_control_to_generation
+    from app.quality.questions import add_quality_control_to_generation
 
     question = make_solution(session, generation=0)  # still open in the queue
     gold(session, question.id)

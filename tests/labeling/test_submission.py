@@ -13,6 +13,7 @@ from app.datasets.export import ExportFilter, write_export
 from app.labeling import submission as submission_module
 from app.labeling.queue import QueueRules, next_assignment
 from app.labeling.submission import (
+    HUMAN_STEP_MAX_CHARS,
     NOTE_MAX_CHARS,
     LeasedTask,
     LeaseLost,
@@ -238,7 +239,11 @@ def phase1_step(rating: int, alternatives: list[int], **choice: object) -> dict[
         ([phase1_step(1, [], chosen=0)], "give_up", "rate all 2 candidates"),
         ([phase1_step(1, [1])], "give_up", "choose the candidate to continue with"),
         ([phase1_step(1, [-1], chosen=1)], "give_up", "not wrong"),
-        ([phase1_step(1, [0], human_text="Mine.")], "give_up", "a candidate is positive"),
+        (
+            [phase1_step(1, [0], human_text="x" * (HUMAN_STEP_MAX_CHARS + 1))],
+            "give_up",
+            "step 1: your step has 5,001 characters, more than the 5,000 allowed: shorten it",
+        ),
         ([phase1_step(0, [-1], chosen=0, human_text="x")], "give_up", "choose a candidate or"),
         ([phase1_step(1, [1], chosen=0)], "solution", "every step rated and continued"),
     ],
@@ -250,6 +255,17 @@ def test_phase1_rules(
     solution.style = "phase1"
     with pytest.raises(SubmissionError, match=message):
         check_submission(solution, submission([], reason, steps=steps, note="hard"))
+
+
+def test_a_phase1_step_may_be_written_beside_a_positive_candidate(session: Session) -> None:
+    # The candidates follow the data's earlier steps; after another choice none may follow.
+    solution = make_solution(session, STEPS, alternatives=PHASE1_ALTERNATIVES)
+    solution.style = "phase1"
+    steps = [
+        phase1_step(1, [1], chosen=1),
+        phase1_step(1, [0, 0], human_text="  " + "y" * HUMAN_STEP_MAX_CHARS + "  "),
+    ]
+    check_submission(solution, submission([], "give_up", steps=steps, note="long"))
 
 
 def test_a_phase1_label_keeps_choices_and_human_steps(session: Session) -> None:
@@ -287,7 +303,7 @@ def test_a_phase1_label_keeps_choices_and_human_steps(session: Session) -> None:
 def test_a_quality_control_label_belongs_to_the_round_it_was_served_in(
     session: Session,
 ) -> None:
-    from app.labeling.quality import add_quality_control_to_generation
+    from app.quality.questions import add_quality_control_to_generation
     from tests.labeling.test_queue import gold
 
     question = make_solution(session, STEPS, generation=0, queue_state=QueueState.FULL)

@@ -1,4 +1,5 @@
-"""Content keys: what makes two imported rows "the same", so re-imports add nothing."""
+"""Content keys: what makes two rows "the same", so that re-imports add nothing and a label
+submitted twice is stored once (the importers and the labeling service both use them)."""
 
 import hashlib
 import json

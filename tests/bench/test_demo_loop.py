@@ -1,0 +1,22 @@
+"""bench/demo_loop.py with the tiny model: the demo's first 60 labels give a run with figures."""
+
+import json
+from pathlib import Path
+
+from bench.demo_loop import main
+
+
+def test_sixty_demo_labels_give_a_run_with_a_held_out_figure(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    figures = tmp_path / "figures.json"
+    assert main(["--model=tiny", "--labels=60", f"--json={figures}"]) == 0
+    result = json.loads(figures.read_text())
+    assert result["status"] == "succeeded"
+    assert result["labels_used"] >= 60  # and the demo's gold labels
+    assert result["sets"]["held_out_problems"] >= 5
+    # "0.812 [0.700, 0.915]": a figure with its interval, not "not enough data".
+    value, interval = result["step_auroc"].split(" ", 1)
+    low, high = (float(x) for x in interval.strip("[]").split(", "))
+    assert low <= float(value) <= high
+    assert set(result["best_of_n"]) == {"prm", "majority", "random"}

@@ -1,0 +1,197 @@
+"""/me over HTTP: a labeler's history, time, agreement with others and quality-control
+answers, the answer key shown after the fact, and nothing of anyone else's."""
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from app.labeling.history import PAGE_SIZE
+from app.main import create_app
+from app.models import Role
+from app.quality.questions import mark_quality_control
+from tests.factories import make_rated_label, make_solution, make_user
+from tests.web import log_in
+
+STEPS = ["Let $x = 2$.", "Then $x^2 = 4$.", "So it is $5$.\n\n# Answer\n\n5"]
+CAROLS_PROBLEM = "What is Carol's own number?"
+
+
+@dataclass(frozen=True)
+class World:
+    shared_label: int
+    """Alice's label of a solution Bob labeled too."""
+    alices_answer: int
+    """Alice's answer to a quality-control question."""
+    bobs_answer: int
+    unanswered_gold: int
+    """The gold label of a question Alice has not answered."""
+
+
+@pytest.fixture
+def world(engine: Engine) -> World:
+    """Alice and Bob label one solution each and answer a QC question; Carol labels her own
+    problem; a second QC question waits for Alice."""
+    with Session(engine) as session:
+        alice, bob, carol = (make_user(session, name) for name in ("alice", "bob", "carol"))
+        admin = make_user(session, "admin", role=Role.ADMIN)
+        shared = make_solution(session, STEPS, problem_text="What is the shared problem?")
+        shared_label = make_rated_label(
+            session,
+            alice,
+            shared,
+            [1, 1, -1],
+            total_time=90_000,
+            timestamp=datetime(2026, 11, 20, 9),
+        )
+        make_rated_label(session, bob, shared, [1, 0, -1])
+        carols = make_solution(session, STEPS, problem_text=CAROLS_PROBLEM)
+        make_rated_label(session, carol, carols, [1, 1, 1])
+
+        question = make_solution(session, STEPS, problem_text="What is the QC question?")
+        gold = make_rated_label(session, admin, question, [1, -1])
+        mark_quality_control(session, question.id, gold.id)
+        when = datetime(2026, 11, 21, 9)
+        alices_answer = make_rated_label(
+            session,
+            alice,
+            question,
+            [1, 1, -1],
+            total_time=30_000,
+            timestamp=when,
+            is_quality_control=True,
+        )
+        bobs_answer = make_rated_label(
+            session, bob, question, [1, -1], timestamp=when, is_quality_control=True
+        )
+
+        waiting = make_solution(session, STEPS)
+        waiting_gold = make_rated_label(session, admin, waiting, [1, 1, 1])
+        mark_quality_control(session, waiting.id, waiting_gold.id)
+        session.commit()
+        return World(shared_label.id, alices_answer.id, bobs_answer.id, waiting_gold.id)
+
+
+@pytest.fixture
+def alice(engine: Engine, world: World) -> Iterator[TestClient]:
+    with TestClient(create_app()) as client:
+        log_in(client, "alice")
+        yield client
+
+
+def text(html: str) -> str:
+    """What a piece of HTML reads as: its text, spaces collapsed."""
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+def cells(html: str, heading: str) -> list[list[str]]:
+    """The body rows of the table in the section under ``heading``, as cell texts."""
+    section = html.split(f">{heading}</h2>", 1)[1].split("</section>", 1)[0]
+    rows = re.findall(r"<tr>(.*?)</tr>", section.split("<tbody>", 1)[1], re.S)
+    return [[text(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)] for row in rows]
+
+
+def test_my_work_shows_history_time_and_agreement(alice: TestClient, world: World) -> None:
+    page = alice.get("/me").text
+    assert re.search(r"Time spent in total</dt><dd>2:00</dd>", page)
+    assert re.search(r"Median time per task</dt>\s*<dd>1:00</dd>", page)
+    # Against Bob: 2 of 3 ratings of the shared solution, 1 of 2 of the QC question.
+    assert re.search(r"Agreement with other labelers</dt>\s*<dd>60.0%</dd>", page)
+    assert "3 of your\n  5 ratings matched theirs" in page
+    assert cells(page, "History") == [
+        [
+            "2026-11-21 09:00",
+            "What is the QC question?",
+            "quality control",
+            "found error",
+            "3",
+            "0:30",
+            "50.0% (1 of 2 ratings)",
+        ],
+        [
+            "2026-11-20 09:00",
+            "What is the shared problem?",
+            "task",
+            "found error",
+            "3",
+            "1:30",
+            "66.7% (2 of 3 ratings)",
+        ],
+    ]
+
+
+def test_quality_control_answers_show_against_the_key(alice: TestClient, world: World) -> None:
+    page = alice.get("/me").text
+    # Steps 1 and 2 compared with the key (+1, -1): one matches; the key found the error first.
+    assert cells(page, "Quality control") == [
+        [
+            "2026-11-21 09:00",
+            "quality control",
+            "What is the QC question?",
+            "50.0% (1 of 2 ratings)",
+            "not the key's",
+            "See the answer key",
+        ]
+    ]
+    assert f'href="/me/answers/{world.alices_answer}"' in page
+    assert "the bar is 80.0%" in page
+
+    review = alice.get(f"/me/answers/{world.alices_answer}")
+    assert review.status_code == 200
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", review.text.split("<tbody>", 1)[1], re.S)
+    ratings = [re.findall(r'rating-cell (\w+)">', row) for row in rows]
+    assert ratings == [
+        ["positive", "positive"],
+        ["positive", "negative"],
+        ["negative", "unrated"],
+    ]
+    assert "You ended it as found error;\n    the key as found error." in review.text
+
+
+def test_a_labeler_sees_only_their_own_work(alice: TestClient, world: World) -> None:
+    page = alice.get("/me").text
+    assert CAROLS_PROBLEM.replace("'", "&#39;") not in page and "bob" not in page.lower()
+    assert len(cells(page, "History")) == 2
+    # The key of a question not yet answered, someone else's answer, a label that answers
+    # no question, and no label at all: the same 404.
+    for label_id in (world.unanswered_gold, world.bobs_answer, world.shared_label, 10**6):
+        response = alice.get(f"/me/answers/{label_id}")
+        assert response.status_code == 404, label_id
+        assert "There is no such answer of yours." in response.text
+    assert alice.get("/me/answers/0").status_code == 422
+    assert alice.get("/me?page=0").status_code == 422
+
+
+def test_history_pages_swap_in_as_fragments(engine: Engine) -> None:
+    with Session(engine) as session:
+        dana = make_user(session, "dana")
+        for minute in range(PAGE_SIZE + 1):
+            solution = make_solution(session, STEPS)
+            make_rated_label(
+                session, dana, solution, [1], timestamp=datetime(2026, 1, 1, 9, minute)
+            )
+        session.commit()
+    with TestClient(create_app()) as client:
+        log_in(client, "dana")
+        first = client.get("/me").text
+        assert len(cells(first, "History")) == PAGE_SIZE and "Page 1 of 2" in first
+        assert "No other labeler has rated the same steps as you yet" in first
+        assert "You have not answered a quality-control question yet" in first
+        second = client.get("/me?page=2", headers={"HX-Request": "true"}).text
+        assert second.lstrip().startswith('<div id="history">') and "<h1>" not in second
+        assert second.count("2026-01-01 09:00") == 1 and "Page 2 of 2" in second
+        # Past the last page: the last page.
+        assert "Page 2 of 2" in client.get("/me?page=999").text
+
+
+def test_logged_out_visitors_are_sent_to_log_in(engine: Engine) -> None:
+    with TestClient(create_app()) as client:
+        for path in ("/me", "/me/answers/1"):
+            response = client.get(path, follow_redirects=False)
+            assert response.status_code == 303, path
+            assert response.headers["location"].startswith("/login")

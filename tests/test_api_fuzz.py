@@ -1,0 +1,176 @@
+"""schemathesis against every operation of the app's OpenAPI schema, as a visitor, a labeler
+and an admin: whatever a client sends, the answer is never a 5xx.
+
+The requests go to the app in process (schemathesis's ASGI transport), each carrying the
+actor's session cookie and CSRF token from the real login flow, so that the generated
+inputs reach the routes' code and not only the login and CSRF checks. The schema comes from
+``app.openapi()``, whether or not the app serves it. Generation is derandomized: a run
+sends the same requests each time, so a failure is never a fluke of the seed.
+
+SQLite takes the full run; Postgres, whose INTEGER columns stop at 2**31 - 1, a shorter one.
+"""
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+import schemathesis
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis import Case, GenerationMode
+from schemathesis.python import asgi
+from schemathesis.schemas import APIOperation
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from app import users
+from app.main import create_app
+from app.models import Role
+from tests.conftest import DatabaseFactory
+from tests.factories import PASSWORD, make_label, make_solution, make_user
+from tests.web import csrf_from
+
+ROLES = (None, Role.LABELER, Role.ADMIN)
+"""Who sends the requests: a visitor who is not logged in, a labeler, an admin."""
+EXAMPLES = {
+    "sqlite": {GenerationMode.POSITIVE: 42, GenerationMode.NEGATIVE: 16},
+    "postgres": {GenerationMode.POSITIVE: 10, GenerationMode.NEGATIVE: 5},
+}
+"""Requests per operation, role and mode, at most: an operation without parameters has
+one request to make, and one whose parameters are all strings none that breaks its schema."""
+MINIMUM_REQUESTS = {"sqlite": 5_000, "postgres": 1_000}
+
+
+@dataclass
+class Actor:
+    """A browser, logged in or not: the cookies and CSRF header its requests carry."""
+
+    app: FastAPI
+    engine: Engine
+    role: Role | None
+    cookies: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    logins: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.role.value if self.role else "visitor"
+
+    def log_in(self) -> None:
+        """Through the login form, as a browser does; each time from another address, so
+        that the fuzzer's failed logins never throttle the actor's own."""
+        self.logins += 1
+        client = TestClient(self.app, client=(f"127.0.1.{self.logins % 250}", 50000))
+        token = csrf_from(client.get("/login").text)
+        if self.role is not None:
+            form = {"name": self.name, "password": PASSWORD, "csrf_token": token}
+            response = client.post("/login", data=form, follow_redirects=False)
+            assert response.status_code == 303, response.text
+            token = csrf_from(client.get("/me").text)
+        self.cookies = dict(client.cookies.items())
+        self.headers = {"X-CSRF-Token": token}
+
+    def keep_logged_in(self) -> None:
+        """Log in again if the fuzzer ended the actor's session: as an admin it may log
+        out, deactivate either actor, reset their passwords or end their sessions."""
+        if self.role is None:
+            return
+        me = TestClient(self.app, cookies=self.cookies).get("/me", follow_redirects=False)
+        if me.status_code == 200:
+            return
+        with Session(self.engine) as session:
+            users.reactivate(session, self.name)
+            users.reset_password(session, self.name, PASSWORD)
+            session.commit()
+        self.log_in()
+
+
+@dataclass
+class Tally:
+    statuses: Counter[int] = field(default_factory=Counter)
+    server_errors: list[str] = field(default_factory=list)
+
+    @property
+    def requests(self) -> int:
+        return sum(self.statuses.values())
+
+    def add(self, case: Case, actor: Actor, status: int, detail: str) -> None:
+        self.statuses[status] += 1
+        if status >= 500:
+            curl = case.as_curl_command(headers=actor.headers)
+            self.server_errors.append(f"{actor.name}: {status} {detail} for {curl}")
+
+
+@pytest.fixture
+def app(engine: Engine) -> Iterator[FastAPI]:
+    """The app over a database with a labeler, an admin, queued solutions and a label."""
+    with Session(engine) as session:
+        labeler = make_user(session, Role.LABELER.value)
+        make_user(session, Role.ADMIN.value, role=Role.ADMIN)
+        solutions = [make_solution(session) for _ in range(5)]
+        make_label(session, labeler, solutions[0], [[1], [0]])
+        session.commit()
+    yield create_app()
+    # schemathesis started the app's lifespan on its first request and keeps it running.
+    asgi.shutdown_lifespans()
+
+
+def _operations(app: FastAPI) -> list[APIOperation]:
+    schema = schemathesis.openapi.from_dict(app.openapi())
+    schema.app = app
+    return [result.ok() for result in schema.get_all_operations()]
+
+
+def _send(case: Case, actor: Actor) -> tuple[int, str]:
+    """The response's status, or 500 and the exception that escaped the app."""
+    try:
+        return case.call(headers=actor.headers, cookies=actor.cookies).status_code, ""
+    except Exception as error:  # what escapes the app, a server answers with a 500
+        return 500, f"{type(error).__name__}: {error}"[:300]
+
+
+def _fuzz(
+    operation: APIOperation, actor: Actor, mode: GenerationMode, examples: int, tally: Tally
+) -> None:
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=operation.as_strategy(generation_mode=mode))
+    def send(case: Case) -> None:
+        status, detail = _send(case, actor)
+        tally.add(case, actor, status, detail)
+        if case.method != "GET" and status < 400:
+            actor.keep_logged_in()
+
+    try:
+        send()
+    except Unsatisfiable:
+        # Nothing breaks this operation's schema: it has no parameters, or only strings.
+        assert mode is GenerationMode.NEGATIVE, f"{operation.label}: nothing generated"
+
+
+def test_no_generated_request_gets_a_server_error(
+    app: FastAPI, engine: Engine, database_factory: DatabaseFactory
+) -> None:
+    backend = database_factory.backend
+    operations = _operations(app)
+    total = Tally()
+    started = time.perf_counter()
+    for role in ROLES:
+        actor = Actor(app, engine, role)
+        actor.log_in()
+        for operation in operations:
+            for mode, examples in EXAMPLES[backend].items():
+                _fuzz(operation, actor, mode, examples, total)
+    elapsed = time.perf_counter() - started
+    print(f"{backend}: {total.requests} requests in {elapsed:.0f} s, {dict(total.statuses)}")
+    assert not total.server_errors, "\n".join(total.server_errors)
+    assert total.requests >= MINIMUM_REQUESTS[backend]
