@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException
@@ -26,7 +26,7 @@ from app.config import get_settings, session_secret
 from app.db import dispose_engines, get_engine
 from app.inputs import json_safe
 from app.labeling import router as labeling
-from app.security import BodySizeLimit, SecurityHeaders
+from app.security import SECURITY_HEADERS, BodySizeLimit, SecurityHeaders
 from app.templating import make_templates, render, wants_fragment
 
 logger = logging.getLogger("steplabel")
@@ -95,6 +95,12 @@ async def invalid_request(_request: Request, error: Exception) -> Response:
     return JSONResponse({"detail": json_safe(jsonable_encoder(error.errors()))}, status_code=422)
 
 
+async def server_error(_request: Request, _error: Exception) -> Response:
+    """A crash's plain 500, with the security headers: Starlette answers it from outside
+    every middleware, SecurityHeaders included."""
+    return PlainTextResponse("Internal Server Error", status_code=500, headers=SECURITY_HEADERS)
+
+
 def _to_login(request: Request) -> Response:
     """Pages send a logged-out user to the login page, and back here afterwards."""
     target = "/login?" + urlencode({"next": request.url.path})
@@ -145,6 +151,7 @@ def create_app() -> FastAPI:
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(Exception, server_error)
     app.include_router(login.router)
     app.include_router(labeling.router)
     app.include_router(browse.router)

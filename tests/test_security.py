@@ -35,6 +35,21 @@ def configure(monkeypatch: pytest.MonkeyPatch, **settings: str) -> None:
 # Security headers
 
 
+def test_a_crash_answers_500_with_the_security_headers(engine: Engine) -> None:
+    app = create_app()
+
+    @app.get("/crash-for-the-test")
+    def crash() -> None:
+        raise RuntimeError("a bug")
+
+    with TestClient(app, client=LOCAL, raise_server_exceptions=False) as client:
+        response = client.get("/crash-for-the-test")
+    assert response.status_code == 500
+    assert response.text == "Internal Server Error"  # nothing of the exception leaks
+    assert "frame-ancestors 'none'" in response.headers["Content-Security-Policy"]
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+
+
 def test_every_response_carries_the_security_headers(
     app_client: TestClient, engine: Engine
 ) -> None:
