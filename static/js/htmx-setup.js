@@ -7,11 +7,58 @@
   // The CSP forbids eval anyway: say so, rather than have hx-on fail in the console.
   htmx.config.allowEval = false;
 
-  // A form marked data-reset-on-success empties itself once its request succeeded.
+  // A form marked data-reset-on-success empties itself once its request succeeded; a
+  // success also clears the error an earlier try left in the form.
   document.addEventListener("htmx:afterRequest", function (event) {
     var form = event.detail.elt;
-    if (event.detail.successful && form.hasAttribute("data-reset-on-success")) {
+    if (!event.detail.successful || !form.closest) {
+      return;
+    }
+    if (form.hasAttribute("data-reset-on-success")) {
       form.reset();
     }
+    var old = form.closest("form") && form.closest("form").querySelector(".request-error");
+    if (old) {
+      old.remove();
+    }
   });
+
+  // A refused request (413 too large, 403, 500: the pages swap only 2xx and 422, their
+  // own forms with errors) says why in the form that sent it, instead of nothing happening.
+  document.addEventListener("htmx:responseError", function (event) {
+    var form = event.detail.elt.closest && event.detail.elt.closest("form");
+    if (!form) {
+      return;
+    }
+    var box = form.querySelector(".request-error");
+    if (!box) {
+      box = document.createElement("p");
+      box.className = "form-error request-error";
+      box.setAttribute("role", "alert");
+      form.appendChild(box);
+    }
+    box.textContent = errorText(event.detail.xhr);
+  });
+
+  function errorText(xhr) {
+    var type = xhr.getResponseHeader("Content-Type") || "";
+    var text = xhr.responseText || "";
+    if (type.indexOf("application/json") === 0) {
+      try {
+        var detail = JSON.parse(text).detail;
+        if (typeof detail === "string") {
+          return detail;
+        }
+        if (Array.isArray(detail) && detail.length && detail[0].msg) {
+          return detail[0].msg;
+        }
+      } catch (ignored) {
+        // Not the JSON it says it is: the generic message below.
+      }
+    }
+    if (type.indexOf("text/plain") === 0 && text) {
+      return text;
+    }
+    return "The server refused this (" + xhr.status + " " + xhr.statusText + "): nothing was changed.";
+  }
 })();

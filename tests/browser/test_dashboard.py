@@ -99,6 +99,29 @@ def test_a_bad_setting_shows_its_error_in_the_form(admin_page: Page) -> None:
     admin_page.screenshot(path=str(ARTIFACTS / "dashboard-qc.png"), full_page=True)
 
 
+def test_a_refused_upload_says_why_in_the_form(admin_page: Page) -> None:
+    # The server's 413 (tests/test_security.py) as the browser gets it: the admin pages
+    # swap only 2xx and 422 answers, so without a word in the form nothing would happen.
+    refusal = "The request is too large: at most 1.0 MiB is accepted."
+    admin_page.route(
+        "**/admin/imports",
+        lambda route: (
+            route.fulfill(status=413, content_type="text/plain", body=refusal)
+            if route.request.method == "POST"
+            else route.continue_()
+        ),
+    )
+    admin_page.goto("/admin/imports")
+    admin_page.get_by_label("File").set_input_files(
+        files=[{"name": "big.jsonl", "mimeType": "application/jsonl", "buffer": b"{}\n"}]
+    )
+    admin_page.get_by_role("button", name="Import").click()
+    expect(admin_page.get_by_role("alert")).to_have_text(refusal)
+    admin_page.unroute("**/admin/imports")
+    admin_page.get_by_role("button", name="Import").click()  # now the server answers
+    expect(admin_page.get_by_role("alert")).to_have_count(0)
+
+
 @contextmanager
 def labeling_page(browser: Browser, live_app: LiveApp, labeler: Labeler) -> Iterator[Page]:
     """A fresh browser context in which ``labeler`` has logged in and has a task open."""
