@@ -346,6 +346,15 @@ def users_deactivate(name: Name) -> None:
     typer.echo(f"deactivated {name}")
 
 
+@users_cli.command("end-sessions")
+def users_end_sessions(name: Name) -> None:
+    """Log a user out everywhere (a lost laptop, a copied cookie); they can log in again."""
+    from app import users
+
+    _change_user(users.end_sessions, name)
+    typer.echo(f"ended every session of {name}")
+
+
 @users_cli.command("reactivate")
 def users_reactivate(name: Name) -> None:
     """Let a deactivated user log in again (with the password they had)."""

@@ -69,3 +69,14 @@ def test_reset_password_ends_sessions(engine: Engine) -> None:
         after.password_hash, "old"
     )
     assert after.session_version == before + 1
+
+
+def test_end_sessions_logs_a_user_out_everywhere(engine: Engine) -> None:
+    runner.invoke(cli, ["users", "add", "dave", "--password", "pw"])
+    before = user(engine, "dave").session_version
+    ended = runner.invoke(cli, ["users", "end-sessions", "dave"])
+    assert ended.exit_code == 0 and "ended every session of dave" in ended.output
+    after = user(engine, "dave")
+    assert after.session_version == before + 1 and after.is_active
+    missing = runner.invoke(cli, ["users", "end-sessions", "nobody"])
+    assert missing.exit_code != 0 and "nobody" in missing.output
