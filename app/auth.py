@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from app import throttle
 from app.db import DbSession
 from app.models import USERS, Role, User, utc_now
-from app.statements import AnyRow, run
+from app.statements import AnyRow
 from app.users import hash_password, verify_password
 
 CSRF_HEADER = "X-CSRF-Token"
@@ -180,7 +180,8 @@ def check_login(connection: Connection, login: Login) -> Viewer:
     401 otherwise (the session is forgotten): deactivating a user or resetting their
     password ends every session they have at their next request.
     """
-    return viewer_of(run(connection, _ACTIVE_USER, {"user_id": login.user_id}).first(), login)
+    row = connection.execute(_ACTIVE_USER, {"user_id": login.user_id}).first()
+    return viewer_of(row, login)
 
 
 def viewer_of(row: AnyRow | None, login: Login) -> Viewer:

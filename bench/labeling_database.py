@@ -23,18 +23,12 @@ from app import schema
 from app.auth import Login
 from app.config import get_settings
 from app.db import dispose_engines, make_engine
-from app.labeling.router import _submit, _take_next_task
+from app.labeling.service import submit, take_next_task
 from app.labeling.submission import SubmissionInput
 from bench.databases import fresh_postgres_database
-from bench.labeling_load import (
-    DEFAULT_POSTGRES_URL,
-    create_labelers,
-    create_queue,
-    import_history,
-    labeler_names,
-    postgres_pids,
-    process_ticks,
-)
+from bench.labeling_load import DEFAULT_POSTGRES_URL
+from bench.labeling_setup import create_labelers, create_queue, import_history, labeler_names
+from bench.labeling_usage import postgres_pids, process_ticks
 
 LABELERS = 4
 WARMUP_TASKS = 200
@@ -60,7 +54,7 @@ def label_tasks(logins: list[Login], tasks: int) -> None:
     """Each labeler in turn takes their next task and rates every step positive."""
     for index in range(tasks):
         login = logins[index % len(logins)]
-        _viewer, task = _take_next_task(login)
+        _viewer, task = take_next_task(login)
         if task is None:
             raise RuntimeError("the queue ran dry: make more solutions")
         body = SubmissionInput.model_validate(
@@ -70,7 +64,7 @@ def label_tasks(logins: list[Login], tasks: int) -> None:
                 "total_time": 1000,
             }
         )
-        _submit(login, task.assignment_id, body)
+        submit(login, task.assignment_id, body)
 
 
 def report(before: Usage, after: Usage, tasks: int) -> None:

@@ -5,21 +5,17 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
-from app.auth import CurrentAdmin, CurrentUser, LoggedIn, Login, Viewer, check_csrf, check_login
+from app.auth import CurrentAdmin, CurrentUser, LoggedIn, check_csrf
 from app.config import get_settings
-from app.db import DbSession, core_autocommit, in_database_thread
+from app.db import DbSession, in_database_thread
 from app.inputs import DbId, PageNumber, StrictJsonRoute, Text
 from app.labeling import history, service
-from app.labeling.queue import Lease, assign_new, extend_lease, lease_of, resume
-from app.labeling.service import TaskView
 from app.labeling.submission import (
     HUMAN_STEP_MAX_CHARS,
     NOTE_MAX_CHARS,
     LeaseLost,
-    SavedLabel,
     SubmissionError,
     SubmissionInput,
-    save_label,
 )
 from app.models import utc_now
 from app.project_settings import runtime_settings
@@ -27,16 +23,14 @@ from app.templating import render, wants_fragment
 
 router = APIRouter(dependencies=[Depends(check_csrf)], route_class=StrictJsonRoute)
 
-# The three labeling requests below come with every task a labeler does. Each does its
-# whole unit of work (check the login, the queue or the label) in one worker thread on a
-# plain connection, instead of a thread per dependency and an ORM session; on Postgres
-# each of its writes is one statement that commits by itself (see core_autocommit).
+# The three labeling requests below come with every task a labeler does: each runs its
+# service's whole unit of work in one database thread (app/labeling/service.py).
 
 
 @router.get("/label/next", response_class=HTMLResponse)
 async def next_task(request: Request, login: LoggedIn) -> HTMLResponse:
     """The labeler's home: their current task or a new one (a fragment for htmx)."""
-    viewer, task = await in_database_thread(_take_next_task, login)
+    viewer, task = await in_database_thread(service.take_next_task, login)
     request.state.viewer = viewer
     context = {
         "task": task,
@@ -48,59 +42,23 @@ async def next_task(request: Request, login: LoggedIn) -> HTMLResponse:
     return render(request, "label.html", context, block=block)
 
 
-def _take_next_task(login: Login) -> tuple[Viewer, TaskView | None]:
-    with core_autocommit() as connection:
-        viewer, current = service.labeler_and_open_lease(connection, login)
-        rules = service.queue_rules(connection, get_settings())
-        now = utc_now()
-        lease = resume(connection, current, rules, now) or assign_new(
-            connection, viewer, rules, now
-        )
-        return viewer, service.task_view(connection, lease) if lease else None
-
-
 @router.post("/api/tasks/{assignment_id}/label")
 async def submit_label(assignment_id: DbId, login: LoggedIn, body: SubmissionInput) -> JSONResponse:
     """Store the task's label; repeating the request stores nothing more."""
-    saved = await in_database_thread(_submit, login, assignment_id, body)
+    try:
+        saved = await in_database_thread(service.submit, login, assignment_id, body)
+    except LeaseLost as error:
+        raise HTTPException(409, str(error)) from None
+    except SubmissionError as error:
+        raise HTTPException(422, str(error)) from None
     return JSONResponse({"label_id": saved.label_id, "created": saved.created})
-
-
-def _submit(login: Login, assignment_id: int, body: SubmissionInput) -> SavedLabel:
-    with core_autocommit() as connection:
-        viewer, task = service.labeler_and_task(connection, login, assignment_id)
-        if task is None or task.labeler_id != viewer.id:
-            raise _not_yours()
-        rules = service.queue_rules(connection, get_settings())
-        try:
-            return save_label(connection, task, viewer, body, overlap=rules.overlap)
-        except LeaseLost as error:
-            raise HTTPException(409, str(error)) from None
-        except SubmissionError as error:
-            raise HTTPException(422, str(error)) from None
 
 
 @router.post("/api/tasks/{assignment_id}/heartbeat", status_code=204)
 async def heartbeat(assignment_id: DbId, login: LoggedIn) -> Response:
     """Keep the lease while the labeler's page is open."""
-    await in_database_thread(_keep_lease, login, assignment_id)
+    await in_database_thread(service.keep_lease, login, assignment_id)
     return Response(status_code=204)
-
-
-def _keep_lease(login: Login, assignment_id: int) -> None:
-    with core_autocommit() as connection:
-        viewer = check_login(connection, login)
-        lease: Lease | None = lease_of(connection, assignment_id)
-        if lease is None or lease.labeler_id != viewer.id:
-            raise _not_yours()
-        rules = service.queue_rules(connection, get_settings())
-        if not extend_lease(connection, lease, rules):
-            raise HTTPException(409, "This task is finished or no longer yours.")
-
-
-def _not_yours() -> HTTPException:
-    # 404, not 403, for anyone else's task: ids reveal nothing.
-    return HTTPException(404, "There is no such task of yours.")
 
 
 @router.get("/me", response_class=HTMLResponse)

@@ -1,28 +1,29 @@
-"""Plain functions behind the labeling pages: the task view and the guidelines."""
+"""The labeling requests' units of work, and the plain functions behind the labeling pages.
+
+``take_next_task``, ``submit`` and ``keep_lease`` come with every task a labeler does. Each
+does its whole unit of work (check the login, the queue or the label) on one plain
+connection, instead of an ORM session; on Postgres each of its writes is one statement that
+commits by itself (see ``core_autocommit``). The routes call them in a database thread, and
+bench/labeling_database.py calls them directly.
+"""
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import Connection, bindparam, select
+from fastapi import HTTPException
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
-from app.auth import LOGIN_COLUMNS, LOGIN_USER, Login, Viewer, viewer_of
-from app.config import Settings
-from app.labeling.queue import (
-    CONTENT_COLUMNS,
-    LEASE_COLUMNS,
-    OPEN_LEASE,
-    WITH_CONTENT,
-    Lease,
-    QueueRules,
-    content_from,
-    lease_from,
-)
-from app.labeling.submission import LEASED_TASKS, TASK_COLUMNS, LeasedTask, task_from
-from app.models import ASSIGNMENTS, PROBLEMS, SOLUTIONS, USERS
+from app.auth import Login, Viewer, check_login, viewer_of
+from app.config import Settings, get_settings
+from app.db import core_autocommit
+from app.labeling import repository
+from app.labeling.queue import QueueRules, assign_new, extend_lease, resume
+from app.labeling.repository import Lease
+from app.labeling.submission import SavedLabel, SubmissionInput, save_label
+from app.models import utc_now
 from app.project_settings import get_value, runtime_settings, set_value
-from app.statements import run
 
 DEFAULT_GUIDELINES = (Path(__file__).parent / "guidelines.md").read_text()
 GUIDELINES_KEY = "guidelines"
@@ -35,42 +36,6 @@ def queue_rules(connection: Connection, settings: Settings) -> QueueRules:
         overlap=int(values["overlap"]),
         qc_rate=float(values["qc_rate"]),
     )
-
-
-# A labeling request checks the login with the query it starts with anyway (one round
-# trip fewer): the user's row, outer-joined with what the request needs.
-_LABELER_AND_OPEN_LEASE = (
-    select(*LOGIN_COLUMNS, *LEASE_COLUMNS, *CONTENT_COLUMNS)
-    .select_from(
-        USERS.outerjoin(ASSIGNMENTS, OPEN_LEASE)
-        .outerjoin(SOLUTIONS, ASSIGNMENTS.c.solution_id == SOLUTIONS.c.id)
-        .outerjoin(PROBLEMS, *WITH_CONTENT)
-    )
-    .where(LOGIN_USER)
-    .order_by(ASSIGNMENTS.c.id)
-    .limit(1)
-)
-_LABELER_AND_TASK = (
-    select(*LOGIN_COLUMNS, *TASK_COLUMNS)
-    .select_from(USERS.outerjoin(LEASED_TASKS, ASSIGNMENTS.c.id == bindparam("assignment_id")))
-    .where(LOGIN_USER)
-)
-
-
-def labeler_and_open_lease(connection: Connection, login: Login) -> tuple[Viewer, Lease | None]:
-    """The logged-in labeler (401 if the login ended) and their unfinished task, if any."""
-    params = {"user_id": login.user_id, "labeler_id": login.user_id}
-    row = run(connection, _LABELER_AND_OPEN_LEASE, params).first()
-    return viewer_of(row, login), lease_from(row)
-
-
-def labeler_and_task(
-    connection: Connection, login: Login, assignment_id: int
-) -> tuple[Viewer, LeasedTask | None]:
-    """The logged-in labeler (401 if the login ended) and the task ``assignment_id``."""
-    params = {"user_id": login.user_id, "assignment_id": assignment_id}
-    row = run(connection, _LABELER_AND_TASK, params).first()
-    return viewer_of(row, login), task_from(row)
 
 
 @dataclass(frozen=True)
@@ -86,18 +51,9 @@ class TaskView:
     expires_at: datetime
 
 
-_TASK_CONTENT = (
-    select(*CONTENT_COLUMNS)
-    .join_from(SOLUTIONS, PROBLEMS, *WITH_CONTENT)
-    .where(SOLUTIONS.c.id == bindparam("solution_id"))
-)
-
-
 def task_view(connection: Connection, lease: Lease) -> TaskView:
-    content = lease.content or content_from(
-        run(connection, _TASK_CONTENT, {"solution_id": lease.solution_id}).one()
-    )
-    assert content is not None
+    """What the labeling page shows for the leased task."""
+    content = lease.content or repository.task_content(connection, lease.solution_id)
     steps = content.steps or []
     alternatives = list(content.alternatives or [])
     alternatives += [[] for _ in range(len(steps) - len(alternatives))]
@@ -110,6 +66,51 @@ def task_view(connection: Connection, lease: Lease) -> TaskView:
         style=content.style,
         expires_at=lease.expires_at,
     )
+
+
+def take_next_task(login: Login) -> tuple[Viewer, TaskView | None]:
+    """The logged-in labeler (401 if the login ended) and their current task or a new one;
+    None when nothing is left for them."""
+    with core_autocommit() as connection:
+        # The login is checked by the query that finds the open task (one round trip).
+        row, current = repository.labeler_and_open_lease(connection, login.user_id)
+        viewer = viewer_of(row, login)
+        rules = queue_rules(connection, get_settings())
+        now = utc_now()
+        lease = resume(connection, current, rules, now) or assign_new(
+            connection, viewer, rules, now
+        )
+        return viewer, task_view(connection, lease) if lease else None
+
+
+def submit(login: Login, assignment_id: int, body: SubmissionInput) -> SavedLabel:
+    """Store the task's label once (SubmissionError if it breaks a rule, LeaseLost if the
+    task is no longer the labeler's); 404 for a task that is not theirs."""
+    with core_autocommit() as connection:
+        # The login is checked by the query that finds the task (one round trip).
+        row, task = repository.labeler_and_task(connection, login.user_id, assignment_id)
+        viewer = viewer_of(row, login)
+        if task is None or task.labeler_id != viewer.id:
+            raise _not_yours()
+        rules = queue_rules(connection, get_settings())
+        return save_label(connection, task, viewer, body, overlap=rules.overlap)
+
+
+def keep_lease(login: Login, assignment_id: int) -> None:
+    """Keep the labeler's open task theirs while their page is open: 404 for a task that is
+    not theirs, 409 for one that is finished or was taken over."""
+    with core_autocommit() as connection:
+        viewer = check_login(connection, login)
+        lease = repository.lease_of(connection, assignment_id)
+        if lease is None or lease.labeler_id != viewer.id:
+            raise _not_yours()
+        if not extend_lease(connection, lease, queue_rules(connection, get_settings())):
+            raise HTTPException(409, "This task is finished or no longer yours.")
+
+
+def _not_yours() -> HTTPException:
+    # 404, not 403, for anyone else's task: ids reveal nothing.
+    return HTTPException(404, "There is no such task of yours.")
 
 
 def guidelines(session: Session) -> str:

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from app import prm800k
 from app.datasets.export import ExportFilter, write_export
-from app.labeling import submission as submission_module
+from app.labeling import repository
 from app.labeling.queue import QueueRules, next_assignment
 from app.labeling.submission import (
     HUMAN_STEP_MAX_CHARS,
@@ -21,6 +21,7 @@ from app.labeling.submission import (
     SubmissionError,
     SubmissionInput,
     check_submission,
+    label_writes,
     leased_task,
     save_label,
 )
@@ -355,10 +356,9 @@ def stored_rows(session: Session, label_id: int) -> tuple[Any, ...]:
     )
 
 
-def test_one_statement_stores_what_the_statements_in_turn_store(
-    session: Session, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Postgres writes a label in one statement, other databases one table at a time.
+def test_one_statement_stores_what_the_statements_in_turn_store(session: Session) -> None:
+    # Postgres writes a label in one statement, SQLite one table at a time: from the same
+    # LabelWrites, both must store the same rows.
     if session.get_bind().dialect.name != "postgresql":
         pytest.skip("the one-statement write is Postgres's")
     steps = [
@@ -367,16 +367,19 @@ def test_one_statement_stores_what_the_statements_in_turn_store(
         phase1_step(1, [], chosen=0),
     ]
     sent = submission([], "solution", steps=steps, note=" checked twice ")
-    saved = []
-    for name, write in [("in-turn", submission_module._write_in_turn), ("at-once", None)]:
+    label_ids = []
+    for name, write in [
+        ("in-turn", repository.write_label_in_turn),
+        ("at-once", repository.write_label_at_once),
+    ]:
         make_solution(session, STEPS, alternatives=PHASE1_ALTERNATIVES).style = "phase1"
         session.flush()
         labeler = make_user(session, name)
         task = next_task(session, labeler)
-        with monkeypatch.context() as patch:
-            if write is not None:
-                patch.setattr(submission_module, "_write_at_once", write)
-            saved.append(save(session, task, labeler, sent, now=NOW + timedelta(seconds=1)))
-    in_turn, at_once = (stored_rows(session, label.label_id) for label in saved)
+        writes = label_writes(task, labeler, sent, overlap=1, now=NOW + timedelta(seconds=1))
+        label_id, completed = write(session.connection(), writes)
+        assert label_id is not None and completed
+        label_ids.append(label_id)
+    in_turn, at_once = (stored_rows(session, label_id) for label_id in label_ids)
     assert at_once == in_turn
     assert len(in_turn[2]) == 3 and len(in_turn[3]) == 6 and in_turn[4][1:] == (1, "full")
