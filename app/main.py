@@ -26,7 +26,7 @@ from app.config import get_settings, session_secret
 from app.db import dispose_engines, get_engine
 from app.inputs import json_safe
 from app.labeling import router as labeling
-from app.security import SECURITY_HEADERS, BodySizeLimit, SecurityHeaders
+from app.security import SECURITY_HEADERS, BodySizeLimit, SecurityHeaders, UntrustedForwarding
 from app.templating import make_templates, render, wants_fragment
 
 logger = logging.getLogger("steplabel")
@@ -129,8 +129,9 @@ def create_app() -> FastAPI:
         title="steplabel", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
     )
     app.state.templates = make_templates(TEMPLATES_DIR)
-    # The middleware added last runs first: proxy headers, security headers, the session,
-    # then the body limit (which reads the session).
+    # The middleware added last runs first: proxy headers (or forgetting an address the
+    # server believed from them), security headers, the session, then the body limit
+    # (which reads the session).
     app.add_middleware(
         BodySizeLimit,
         limit=settings.max_body_bytes,
@@ -148,6 +149,8 @@ def create_app() -> FastAPI:
     app.add_middleware(SecurityHeaders)
     if settings.trusted_proxies:
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
+    else:
+        app.add_middleware(UntrustedForwarding)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)

@@ -58,6 +58,49 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+class UntrustedForwarding:
+    """Forget a client address that the server took from ``X-Forwarded-For``, for an app
+    that trusts no proxy (STEPLABEL_TRUSTED_PROXIES unset).
+
+    uvicorn believes that header from 127.0.0.1 unless started with ``--no-proxy-headers``:
+    under a bare ``uvicorn app.main:app`` a local client could name any address and dodge
+    the per-address login limits. The address the server replaced is lost, so the client
+    becomes unknown, and every such request shares the limits of one unknown address.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and _client_is_forwarded(scope):
+            # A copy: the server's own log keeps the address it believed.
+            scope = {**scope, "client": None}
+        await self.app(scope, receive, send)
+
+
+def _client_is_forwarded(scope: Scope) -> bool:
+    """Whether the request's client is an address its ``X-Forwarded-For`` names, as it is
+    after a server put that address there (a client is never its own forwarder)."""
+    client = scope.get("client")
+    if not client:
+        return False
+    named = {
+        _forwarded_host(entry)
+        for name, value in scope["headers"]
+        if name == b"x-forwarded-for"
+        for entry in value.decode("latin-1").split(",")
+    }
+    return client[0] in named
+
+
+def _forwarded_host(entry: str) -> str:
+    """The address of an ``X-Forwarded-For`` entry: ``host``, ``host:port`` or ``[v6]:port``."""
+    entry = entry.strip()
+    if entry.startswith("["):
+        return entry[1:].partition("]")[0]
+    return entry.partition(":")[0] if entry.count(":") == 1 else entry
+
+
 class BodyTooLarge(Exception):
     """The request body went past its limit while the app read it."""
 

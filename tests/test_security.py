@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app.config import SettingsError, get_settings
 from app.main import create_app
@@ -158,6 +159,16 @@ def test_forwarded_addresses_are_ignored_unless_a_proxy_is_configured(
     for index in range(3):
         fail_login(app_client, f"203.0.113.{index}")
     assert attempts_by_address(engine) == {"127.0.0.1"}
+
+
+def test_an_address_the_server_took_from_forwarded_for_is_not_believed(engine: Engine) -> None:
+    """A bare ``uvicorn app.main:app`` believes X-Forwarded-For from 127.0.0.1 itself."""
+    as_uvicorn_runs_it = ProxyHeadersMiddleware(create_app(), trusted_hosts="127.0.0.1")
+    with TestClient(as_uvicorn_runs_it, client=LOCAL) as client:
+        for forwarded_for in ("203.0.113.1", "203.0.113.2:4000", "[2001:db8::1]:80"):
+            fail_login(client, forwarded_for)
+        fail_login(client, "10.0.0.1, 203.0.113.3")
+    assert attempts_by_address(engine) == {"unknown"}
 
 
 def test_a_configured_proxy_names_the_client(

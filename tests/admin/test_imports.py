@@ -199,6 +199,12 @@ def test_solutions_go_to_the_generation_asked_for_or_to_the_pool(
     [
         ({"kind": "videos"}, "choose what the file holds"),
         ({"kind": "solutions", "generation": "first"}, "generation: give a whole number"),
+        # Issue 16: an INTEGER column on Postgres stops at 2**31 - 1.
+        (
+            {"kind": "solutions", "generation": "100000000000"},
+            "generation: give a number of at most 2,147,483,647",
+        ),
+        ({"kind": "solutions", "generation": "-2"}, "generation: give a number of at least -1"),
     ],
 )
 def test_bad_options_are_refused(
