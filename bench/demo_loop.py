@@ -7,11 +7,12 @@ shows.
 A fresh SQLite database gets the demo (``steplabel seed-demo``: its problems, the queue,
 the pool and the users); the demo's two labelers, simulated, label ``--labels`` (60) tasks
 in turn through the labeling code (queue, lease, submission rules) as a careful labeler
-would: every step +1 up to the demo's planted slip, which gets -1 (``demo_slips``); a
-solution the demo did not plant a slip in, but whose answer is graded wrong, -1 at its
-last step; a phase-1 task has every candidate rated +1 and goes on with the first. Then
-the worker does what ``make run``'s worker does: it computes the features of its
-evaluation sets and of the pool while it waits for labels (timed: the first start's
+would: every step +1 up to the demo's planted slip, which gets -1 (``demo_slips``), and
+where the slip's step has alternatives, +1 for the one without the slip and -1 for the one
+slipped another way; a solution the demo did not plant a slip in, but whose answer is graded
+wrong, -1 at its last step; a phase-1 task has every candidate rated +1 and goes on with
+the first. Then the worker does what ``make run``'s worker does: it computes the features
+of its evaluation sets and of the pool while it waits for labels (timed: the first start's
 warm-up), then one run (timed: what a labeler waits for). The run's figures are printed as
 the PRM page shows them.
 
@@ -52,31 +53,42 @@ from worker.warm import warm_feature_cache
 LABELERS = ("alice", "bob")
 
 
-def simulated_label(steps: Sequence[str], slip: int | None, phase1: list[list[str]] | None) -> Any:
+def simulated_label(
+    steps: Sequence[str],
+    alternatives: Sequence[Sequence[str]],
+    slip: demo.SlippedStep | None,
+    phase1: bool,
+) -> Any:
     """What the simulated labeler sends for a task (see the module docstring); ``slip`` is
-    the step of its first error, None if it has none."""
-    if phase1 is not None:
+    its first error, None if it has none."""
+    choices = [*alternatives, *[[]] * (len(steps) - len(alternatives))]
+    if phase1:
         rated = [
-            {"rating": 1, "alternative_ratings": [1] * len(choices), "chosen": 0}
-            for choices in [*phase1, *[[]] * (len(steps) - len(phase1))]
+            {"rating": 1, "alternative_ratings": [1] * len(others), "chosen": 0}
+            for others in choices
         ]
         return {"steps": rated, "finish_reason": "solution", "total_time": 60_000}
-    ratings = [1] * len(steps) if slip is None else [1] * slip + [-1]
+    if slip is None:
+        rated = [{"rating": 1} for _ in steps]
+    else:
+        at_slip = [slip.alternatives[text] for text in choices[slip.index]]
+        rated = [{"rating": 1} for _ in range(slip.index)]
+        rated.append({"rating": -1, "alternative_ratings": at_slip})
     return {
-        "steps": [{"rating": r} for r in ratings],
+        "steps": rated,
         "finish_reason": "solution" if slip is None else "found_error",
         "total_time": 60_000,
     }
 
 
 def first_error(
-    steps: Sequence[str], wrong: bool, slips: dict[tuple[str, ...], int | None]
-) -> int | None:
-    """The planted slip, or for a solution the demo knows nothing of, its last step if its
-    answer is wrong."""
+    steps: Sequence[str], wrong: bool, slips: dict[tuple[str, ...], demo.SlippedStep | None]
+) -> demo.SlippedStep | None:
+    """The planted slip, or for a solution the demo knows nothing of, its last step (with
+    no alternatives known) if its answer is wrong."""
     if tuple(steps) in slips:
         return slips[tuple(steps)]
-    return len(steps) - 1 if wrong and steps else None
+    return demo.SlippedStep(len(steps) - 1, {}) if wrong and steps else None
 
 
 def label(engine: Engine, settings: Settings, count: int) -> int:
@@ -97,10 +109,10 @@ def label(engine: Engine, settings: Settings, count: int) -> int:
             solution = session.get(Solution, lease.solution_id)
             if task is None or solution is None:
                 raise RuntimeError(f"assignment {lease.id} lost its task")
-            phase1 = (task.alternatives or []) if task.style == TaskStyle.PHASE1.value else None
             steps = task.steps or []
             slip = first_error(steps, solution.answer_correct is False, slips)
-            body = simulated_label(steps, slip, phase1)
+            phase1 = task.style == TaskStyle.PHASE1.value
+            body = simulated_label(steps, task.alternatives or [], slip, phase1)
             save_label(connection, task, labeler, SubmissionInput.model_validate(body), overlap=1)
             labeled += 1
     return labeled

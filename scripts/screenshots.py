@@ -23,7 +23,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PIL import Image
@@ -32,6 +32,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
 TASKS_PER_LABELER = 10
 """The demo's first 12 solutions go to both labelers: 10 each make agreement figures."""
@@ -44,22 +45,26 @@ NOTES = {
 
 @dataclass(frozen=True)
 class Shot:
-    """A page to photograph: who looks at it, where, and at which sizes."""
+    """A page to photograph at every size in WIDTHS: who looks at it, and where."""
 
     name: str
     user: str
     path: str
-    sizes: tuple[str, ...]
     keys: str = ""
     """Keys pressed on the page before the picture."""
 
 
 SHOTS = (
-    Shot("labeling", "alice", "/label/next", ("desktop", "phone"), keys="33"),
-    Shot("admin-overview", "admin", "/admin", ("desktop", "phone")),
-    Shot("admin-agreement", "admin", "/admin/agreement", ("desktop",)),
-    Shot("admin-notes", "admin", "/admin/notes", ("phone",)),
+    Shot("labeling", "alice", "/label/next", keys="33"),
+    Shot("my-work", "alice", "/me"),
+    Shot("admin-overview", "admin", "/admin"),
+    Shot("admin-agreement", "admin", "/admin/agreement"),
+    Shot("admin-notes", "admin", "/admin/notes"),
+    Shot("admin-throughput", "admin", "/admin/throughput"),
+    Shot("admin-qc", "admin", "/admin/qc"),
 )
+PHASE1_SHOT = Shot("labeling-phase1", "alice", "/label/next", keys="3333")
+"""Taken while alice labels, at her first phase-1 task: its candidates, the first rated."""
 
 
 def main() -> None:
@@ -72,12 +77,12 @@ def main() -> None:
         demo_server(Path(workdir)) as (url, passwords),
         sync_playwright() as playwright,
     ):
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         for labeler in ("alice", "bob"):
             with logged_in(browser, url, labeler, passwords[labeler], "desktop") as page:
-                label_tasks(page, random.Random(labeler))
+                label_tasks(page, random.Random(labeler), out if labeler == "alice" else None)
         for shot in SHOTS:
-            for size in shot.sizes:
+            for size in WIDTHS:
                 with logged_in(browser, url, shot.user, passwords[shot.user], size) as page:
                     save(page, shot, out / f"{shot.name}-{size}.png")
         browser.close()
@@ -155,13 +160,22 @@ def logged_in(browser: Browser, url: str, name: str, password: str, size: str) -
         context.close()
 
 
-def label_tasks(page: Page, rng: random.Random) -> None:
-    """Label the labeler's next tasks through the API the labeling page uses."""
+def label_tasks(page: Page, rng: random.Random, phase1_out: Path | None) -> None:
+    """Label the labeler's next tasks through the API the labeling page uses; with
+    ``phase1_out``, photograph the first phase-1 task there at every size first."""
     for number in range(TASKS_PER_LABELER):
         page.goto("/label/next")
         task = page.locator("#task")
         if task.count() == 0:
             return
+        if phase1_out is not None and task.get_attribute("data-style") == "phase1":
+            # The keys once: the page keeps its draft, and shows it again at the next size.
+            shot = PHASE1_SHOT
+            for size, (width, height) in WIDTHS.items():
+                page.set_viewport_size({"width": width, "height": height})
+                save(page, shot, phase1_out / f"{shot.name}-{size}.png")
+                shot = replace(shot, keys="")
+            phase1_out = None
         submit_url = task.get_attribute("data-submit-url")
         token = page.locator('meta[name="csrf-token"]').get_attribute("content")
         body = submission(page, number, rng)

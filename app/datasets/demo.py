@@ -3,8 +3,10 @@
 Nothing here is copied from MATH or any other dataset: every problem is drawn from a template
 with random numbers, and every solution is worked out by code, step by step. Some solutions
 carry a planted slip (a wrong sum or a dropped sign at one step) that propagates to a wrong
-final answer, so a new user has real mistakes to find. A few more solutions come with their
-answer key (:func:`demo_gold_solutions`), to serve as quality-control questions.
+final answer, so a new user has real mistakes to find; :func:`demo_slips` says where each
+slip shows and gives that step alternatives to rate (PRM800K's alternative completions): the
+step without the slip, and with another slip. A few more solutions come with their answer
+key (:func:`demo_gold_solutions`), to serve as quality-control questions.
 
 The number in a problem's ``unique_id`` (``demo/algebra/4321.json``) is the seed its problem
 was drawn from, so :func:`demo_solutions` can rebuild a problem from its record alone. The
@@ -578,13 +580,32 @@ def _detour(rng: Random) -> str:
 
 
 @dataclass(frozen=True)
+class SlippedStep:
+    """Where a planted slip shows, and other ways to write that step, as PRM800K's phase 2
+    offers alternative completions at a step rated negative."""
+
+    index: int
+    """The first step that states a wrong value: what a careful labeler rates -1."""
+    alternatives: dict[str, int]
+    """Each alternative with the rating a careful labeler gives it: +1 for the step written
+    without the slip, -1 for the same value slipped another way."""
+
+    def line_alternatives(self) -> list[list[str]]:
+        """The alternatives as a solution line gives them: per step, none before the slip."""
+        return [*([] for _ in range(self.index)), list(self.alternatives)]
+
+
+@dataclass(frozen=True)
 class Written:
-    """A worked solution, its steps finished with the answer section, and the step of its
-    planted slip (the first that states a wrong value), None without one."""
+    """A worked solution, its steps finished with the answer section, and where its planted
+    slip shows, None without one."""
 
     steps: list[str]
     answer: Fraction
-    slipped_at: int | None
+    slip: SlippedStep | None
+
+
+_OTHER_DELTAS = (-10, -2, -1, 0, 1, 2, 10)
 
 
 def _attempt(problem: DemoProblem, kind: Kind, rng: Random, computed: int) -> Written | None:
@@ -595,18 +616,54 @@ def _attempt(problem: DemoProblem, kind: Kind, rng: Random, computed: int) -> Wr
         steps, answer = problem.solve(Scratch(rng, slip))
     except ZeroDivisionError:
         return None
-    slipped_at = None
-    if slip is not None:
-        # The same phrasing without the slip: the first step that reads differently is the
-        # first one that states a wrong value. The replay leaves ``rng`` where it was.
-        replay = Random()
-        replay.setstate(phrasing)
-        right = problem.solve(Scratch(replay))[0]
-        pairs = enumerate(zip(steps, right, strict=True))
-        slipped_at = next((i for i, (mine, theirs) in pairs if mine != theirs), None)
+    slipped = None if slip is None else _slipped_step(problem, phrasing, slip, steps, answer)
     if kind == "flawed":
         steps.insert(rng.randrange(1, len(steps)), _detour(rng))
-    return Written(_finish(steps, answer), answer, slipped_at)
+    return Written(_finish(steps, answer), answer, slipped)
+
+
+def _rephrased(problem: DemoProblem, phrasing: Any, slip: Slip | None) -> list[str] | None:
+    """The finished steps drawn with the same phrasing and this slip instead (None where it
+    divides by zero); the generator the phrasing came from stays where it was."""
+    replay = Random()
+    replay.setstate(phrasing)
+    try:
+        steps, answer = problem.solve(Scratch(replay, slip))
+    except ZeroDivisionError:
+        return None
+    return _finish(steps, answer)
+
+
+def _slipped_step(
+    problem: DemoProblem, phrasing: Any, slip: Slip, steps: list[str], answer: Fraction
+) -> SlippedStep | None:
+    """Where ``slip`` shows in ``steps``, drawn with ``phrasing``; None where it changes
+    nothing. The same phrasing without the slip reads the same up to that step, so the
+    first step that reads differently is the first to state a wrong value."""
+    slipped = _finish(steps, answer)
+    right = _rephrased(problem, phrasing, None)
+    assert right is not None, "a solution without a slip divides by zero"
+    pairs = enumerate(zip(slipped, right, strict=True))
+    index = next((i for i, (mine, theirs) in pairs if mine != theirs), None)
+    if index is None:
+        return None
+    alternatives = {right[index]: 1}
+    taken = {slipped[index], right[index]}
+    # Seeded by the step, so that neither the other slip nor the order follows a pattern,
+    # and the draw of the solutions after this one is left alone.
+    order = Random(slipped[index])
+    deltas = [delta for delta in _OTHER_DELTAS if delta != slip.delta]
+    order.shuffle(deltas)
+    for delta in deltas:
+        other = _rephrased(problem, phrasing, Slip(slip.target, delta))
+        # Slipped another way, the step must follow the same earlier steps and read anew.
+        if other is None or other[:index] != slipped[:index] or other[index] in taken:
+            continue
+        alternatives[other[index]] = -1
+        break
+    rated = list(alternatives.items())
+    order.shuffle(rated)
+    return SlippedStep(index, dict(rated))
 
 
 def _fresh_solution(
@@ -701,11 +758,12 @@ def demo_solutions(
 
 def demo_slips(
     problems: list[dict[str, object]], seed: int = 0, per_problem: int = 4
-) -> dict[tuple[str, ...], int | None]:
-    """The step of each :func:`demo_solutions` solution's planted slip (None without one),
-    keyed by its steps: what a careful labeler finds, for simulations and benchmarks."""
+) -> dict[tuple[str, ...], SlippedStep | None]:
+    """Where each :func:`demo_solutions` solution's planted slip shows (None without one),
+    with alternatives for its step, keyed by its steps: what a careful labeler finds, for
+    simulations and benchmarks, and what gives a solution line its ``alternatives``."""
     return {
-        tuple(written.steps): written.slipped_at
+        tuple(written.steps): written.slip
         for written, _ in _written_solutions(problems, seed, per_problem)
     }
 
@@ -758,10 +816,10 @@ def _gold_solution(
     rng = Random(f"gold:{seed}:{uid}")
     written = _fresh_solution(problem, kind, rng, written_before[uid])
     answer, score = tex(written.answer), _score(kind, rng)
-    if written.slipped_at is None:
+    if written.slip is None:
         ratings = [1] * len(written.steps)
         return GoldSolution(uid, written.steps, answer, score, ratings, "solution")
-    ratings = [1] * written.slipped_at + [-1]
+    ratings = [1] * written.slip.index + [-1]
     return GoldSolution(uid, written.steps, answer, score, ratings, "found_error")
 
 
@@ -803,7 +861,7 @@ def _phase1_task(
     seen = {tuple(own.steps)}
     right = _other_draws(problem, "correct", rng, seen, 2)
     wrong = own if slipped else _fresh_solution(problem, "wrong", rng, seen)
-    slip = len(wrong.steps) if wrong.slipped_at is None else wrong.slipped_at
+    slip = len(wrong.steps) if wrong.slip is None else wrong.slip.index
     alternatives = []
     for index, text in enumerate(own.steps):
         if slipped:

@@ -5,12 +5,16 @@ both of them, so agreement figures appear after a few labels, and a few more sol
 quality-control questions whose gold labels are the demo admin's own labels, imported and
 marked the way an admin does it (``steplabel import prm800k``, ``steplabel qc add``).
 A few phase-1 tasks sit near the head of the queue, so that a new user meets candidates to
-choose from, and a step where none is right and they write it themselves.
+choose from, and a step where none is right and they write it themselves. A few phase-2
+solutions with a planted slip offer alternatives at it (the step without the slip, and with
+another slip), rated once the slip is rated negative; the first of them is a new user's
+second task.
 """
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -38,6 +42,10 @@ PHASE1_TASKS = 3
 PHASE1_AFTER = 2
 """Queue positions of regular solutions before the phase-1 tasks: a new user starts with
 the simpler phase-2 style."""
+ALTERNATIVE_TASKS = 3
+"""Phase-2 solutions with alternatives at their slip: the first with a slip in the queue."""
+ALTERNATIVES_AT = 1
+"""The queue position the first of them moves to, before the phase-1 tasks."""
 
 
 @dataclass
@@ -50,6 +58,8 @@ class SeedReport:
     shared: int = 0
     phase1: int = 0
     """Phase-1 tasks among the solutions."""
+    alternatives: int = 0
+    """Phase-2 solutions among them with alternatives to rate at their slip."""
     quality_control: int = 0
     pool: int = 0
 
@@ -62,6 +72,7 @@ class SeedReport:
         return (
             f"demo seeded: {self.problems} problems, {self.solutions} solutions to label "
             f"(the first {self.shared} by both labelers, {self.phase1} phase-1 tasks, "
+            f"{self.alternatives} with alternatives to rate at their error, "
             f"{self.quality_control} "
             f"quality-control questions with the admin's gold labels), "
             f"{self.pool} more in the pool the PRM selects from\nusers:\n{users}"
@@ -87,6 +98,8 @@ def seed(session: Session) -> SeedReport:
     problems = demo.demo_problems(count=DEMO_PROBLEMS)
     report.problems = import_problems(session, _lines("demo-problems", problems)).added
     solutions = round_robin(demo.demo_solutions(problems, per_problem=QUEUED_PER_PROBLEM))
+    slips = demo.demo_slips(problems, per_problem=QUEUED_PER_PROBLEM)
+    solutions, report.alternatives = with_alternatives(solutions, slips, ALTERNATIVE_TASKS)
     phase1 = demo.demo_phase1_solutions(problems[:PHASE1_TASKS], solutions)
     queued = [*solutions[:PHASE1_AFTER], *phase1, *solutions[PHASE1_AFTER:]]
     report.solutions = import_solutions(session, _lines("demo-solutions", queued)).added
@@ -111,6 +124,26 @@ def round_robin(solutions: list[dict[str, object]]) -> list[dict[str, object]]:
         rank[problem] = rank.get(problem, -1) + 1
         ranked.append((rank[problem], solution))
     return [solution for _, solution in sorted(ranked, key=lambda pair: pair[0])]
+
+
+def with_alternatives(
+    solutions: list[dict[str, Any]],
+    slips: Mapping[tuple[str, ...], demo.SlippedStep | None],
+    count: int,
+) -> tuple[list[dict[str, Any]], int]:
+    """The solutions in queue order, the first ``count`` with a planted slip given their
+    alternatives, the first of those moved to ALTERNATIVES_AT; and how many have them."""
+    given: list[int] = []
+    lines = []
+    for position, line in enumerate(solutions):
+        slip = slips.get(tuple(line["steps"]))
+        if slip is not None and slip.alternatives and len(given) < count:
+            line = {**line, "alternatives": slip.line_alternatives()}
+            given.append(position)
+        lines.append(line)
+    if given:
+        lines.insert(ALTERNATIVES_AT, lines.pop(given[0]))
+    return lines, len(given)
 
 
 def _share_the_head_of_the_queue(session: Session, count: int) -> int:

@@ -238,7 +238,12 @@
     task.section.querySelector('[data-action="submit"]').disabled = !reason || task.sending;
     if (!task.sending) setStatus(describe(k, current, reason));
     var focus = task.section.querySelector("li.current");
-    if (focus) focus.scrollIntoView({ block: "nearest" });
+    if (focus) {
+      // The whole step first, with its Unsure button and (phase 1) its "write the step"
+      // link below the candidates, then the item being rated, should the step not fit.
+      focus.closest("li.step").scrollIntoView({ block: "nearest" });
+      focus.scrollIntoView({ block: "nearest" });
+    }
   }
 
   function renderCandidates(step, i, current) {

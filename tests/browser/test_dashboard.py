@@ -277,6 +277,27 @@ def test_tables_stay_inside_their_box_at_1280_px(admin_page: Page, live_app: Liv
     admin_page.screenshot(path=str(ARTIFACTS / "dashboard-agreement-1280.png"))
 
 
+# Each chart text (axis labels, the last x label above all) whose box sticks out of its
+# chart's box: the browser would clip it.
+CLIPPED_CHART_TEXT = """() => [...document.querySelectorAll("main svg.chart-svg")].flatMap(svg => {
+  const chart = svg.getBoundingClientRect();
+  return [...svg.querySelectorAll("text")]
+    .map(text => [text.textContent, text.getBoundingClientRect()])
+    .filter(([, box]) => box.left < chart.left - 0.5 || box.right > chart.right + 0.5
+                         || box.top < chart.top - 0.5 || box.bottom > chart.bottom + 0.5)
+    .map(([text]) => text);
+})"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_chart_labels_are_not_clipped(admin_page: Page, width: int) -> None:
+    admin_page.set_viewport_size({"width": width, "height": 900})
+    for path in ("/admin", *(f"/admin/throughput?window={key}" for key in ("24h", "7d", "30d"))):
+        admin_page.goto(path)
+        expect(admin_page.locator("main svg.chart-svg text").first).to_be_attached()
+        assert admin_page.evaluate(CLIPPED_CHART_TEXT) == [], path
+
+
 def wide_agreement(live_app: LiveApp) -> None:
     """Three labelers with long names on shared solutions, with QC answers: the agreement
     tables' widest content (every column filled, brackets and verdicts included)."""

@@ -58,6 +58,15 @@ PHASE1 = SolutionSpec(
     style="phase1",
 )
 
+# The long task as a phase-1 one: a second candidate for every step.
+PHASE1_LONG = SolutionSpec(
+    LONG.steps,
+    alternatives=[[f"In other words: {text}"] for text in LONG.steps],
+    problem_text=LONG.problem_text,
+    answer="29",
+    style="phase1",
+)
+
 
 def footer(page: Page) -> Locator:
     return page.locator("#task .task-footer")
@@ -71,8 +80,10 @@ def expect_clear_of_the_footer(page: Page, item: Locator) -> None:
     assert item_box["y"] + item_box["height"] <= footer_box["y"], (item_box, footer_box)
 
 
-def scroll_width(page: Page) -> tuple[int, int]:
-    return page.evaluate("[document.scrollingElement.scrollWidth, window.innerWidth]")
+def expect_no_sideways_scroll(page: Page) -> None:
+    """The page is no wider than the window."""
+    width, viewport = page.evaluate("[document.scrollingElement.scrollWidth, window.innerWidth]")
+    assert width <= viewport, (width, viewport)
 
 
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["1280x900", "390x844"])
@@ -97,7 +108,28 @@ def test_the_footer_never_covers_the_step_being_rated(
         "() => innerHeight + scrollY >= document.scrollingElement.scrollHeight - 1"
     )
     expect_clear_of_the_footer(page, step(page, steps))
+    expect_no_sideways_scroll(page)
     page.screenshot(path=ARTIFACTS / f"labeling-page-{size['width']}x{size['height']}.png")
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["1280x900", "390x844"])
+def test_the_footer_never_covers_the_candidates_being_rated(
+    live_app: LiveApp, labeler: Labeler, page: Page, size: dict[str, int]
+) -> None:
+    page.set_viewport_size(size)
+    queue(live_app.engine, PHASE1_LONG)
+    log_in(page, labeler)
+    steps = len(PHASE1_LONG.steps)
+    for number in range(1, steps + 1):
+        expect(status(page)).to_have_text(f"Rate candidate 1 of step {number}.")
+        current = step(page, number)
+        # The candidate being rated, and the step's own Unsure button below its candidates.
+        expect_clear_of_the_footer(page, current.locator("li.candidate.current"))
+        expect_clear_of_the_footer(page, current.locator(":scope > .step-controls"))
+        expect_no_sideways_scroll(page)
+        press(page, "33")
+    expect(status(page)).to_have_text("All steps rated. Press Enter to submit.")
+    page.screenshot(path=ARTIFACTS / f"labeling-phase1-{size['width']}x{size['height']}.png")
 
 
 def test_nothing_scrolls_sideways_at_phone_width(
@@ -110,14 +142,12 @@ def test_nothing_scrolls_sideways_at_phone_width(
     press(page, "33")
     expect(status(page)).to_have_text("Rate step 3 of 3.")
     expect(step(page, 1).locator(".katex-display")).to_be_visible()
-    width, viewport = scroll_width(page)
-    assert width <= viewport
+    expect_no_sideways_scroll(page)
     page.screenshot(path=ARTIFACTS / "labeling-page-390x844-wide-math.png", full_page=True)
 
     page.keyboard.press("?")
     expect(page.locator("#task .keys-dialog")).to_be_visible()
-    width, viewport = scroll_width(page)
-    assert width <= viewport
+    expect_no_sideways_scroll(page)
     page.screenshot(path=ARTIFACTS / "labeling-keys-390x844.png")
 
 

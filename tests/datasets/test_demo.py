@@ -312,8 +312,55 @@ def test_the_slips_are_where_the_wrong_answers_go_wrong() -> None:
     answers = {record["unique_id"]: record["answer"] for record in problems}
     assert len(slips) == len(solutions)
     for solution in solutions:
-        slip = slips[tuple(solution["steps"])]
+        slip = slips[tuple(steps_of(solution))]
         wrong = solution["answer"] != answers[solution["unique_id"]]
         assert (slip is not None) == wrong
         if slip is not None:
-            assert 0 <= slip < len(solution["steps"])
+            assert 0 <= slip.index < len(steps_of(solution))
+
+
+def test_a_slips_step_has_the_right_step_and_another_slip_as_alternatives(
+    problems: list[Record], solutions: list[Record]
+) -> None:
+    slips = demo_slips(problems)
+    assert slips == demo_slips(problems)
+    for solution in solutions:
+        steps = steps_of(solution)
+        slip = slips[tuple(steps)]
+        if slip is None:
+            continue
+        # One right way to write the step, one more wrong one, none the step itself.
+        assert sorted(slip.alternatives.values()) == [-1, 1]
+        assert steps[slip.index] not in slip.alternatives
+        assert all(balanced(text) for text in slip.alternatives)
+        # As a solution line gives them: PRM800K's completions after the first, per step.
+        line_alternatives = slip.line_alternatives()
+        assert len(line_alternatives) == slip.index + 1
+        assert line_alternatives[:-1] == [[]] * slip.index
+        assert line_alternatives[-1] == list(slip.alternatives)
+    assert any(slip is not None for slip in slips.values())
+
+
+def test_alternatives_at_a_slip_are_rated_by_the_value_they_state() -> None:
+    """Checked on linear equations, whose steps are read back here: step 2 states c - b,
+    step 3 divides it by a (steps counted from 1)."""
+    drawn = [(p, draw_problem(problem_number(str(p["unique_id"])))) for p in demo_problems(3, 90)]
+    equations = [
+        (record, problem) for record, problem in drawn if problem.family == "linear_equation"
+    ]
+    records = [record for record, _ in equations]
+    params = {str(record["unique_id"]): problem.params for record, problem in equations}
+    slips = demo_slips(records)
+    checked = Counter[int]()
+    for solution in demo_solutions(records):
+        slip = slips[tuple(steps_of(solution))]
+        if slip is None:
+            continue
+        a, b, c = (params[str(solution["unique_id"])][name] for name in "abc")
+        truth = {1: Fraction(c - b), 2: Fraction(c - b, a)}[slip.index]
+        for text, rating in slip.alternatives.items():
+            stated = re.search(r"= (\S+)\$\.$", text)
+            assert stated is not None, text
+            assert rating == (1 if exact_value(stated.group(1)) == truth else -1), text
+        checked[slip.index] += 1
+    assert checked[1] >= 3 and checked[2] >= 3

@@ -3,20 +3,32 @@ by both, and quality-control questions whose gold labels are the demo admin's.""
 
 from datetime import datetime, timedelta
 
+import pytest
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, selectinload
 
 from app import prm800k
+from app.datasets.demo import demo_problems, demo_slips
 from app.datasets.demo_seed import (
+    ALTERNATIVE_TASKS,
+    ALTERNATIVES_AT,
+    DEMO_PROBLEMS,
     PHASE1_AFTER,
     PHASE1_TASKS,
     QUALITY_CONTROL_QUESTIONS,
+    QUEUED_PER_PROBLEM,
     SHARED_SOLUTIONS,
     seed,
 )
 from app.datasets.export import ExportFilter, iter_records
 from app.labeling.queue import Lease, QueueRules, next_assignment
-from app.labeling.submission import SubmissionInput, leased_task, save_label
+from app.labeling.submission import (
+    SavedLabel,
+    SubmissionError,
+    SubmissionInput,
+    leased_task,
+    save_label,
+)
 from app.models import (
     Assignment,
     GoldLabel,
@@ -147,7 +159,9 @@ def test_a_new_labeler_meets_phase1_tasks_early_and_can_write_a_step(session: Se
     lease, solution = next(
         (lease, solution)
         for lease, solution in served
-        if solution is not None and [] in (solution.alternatives or [])
+        if solution is not None
+        and solution.style == TaskStyle.PHASE1.value
+        and [] in (solution.alternatives or [])
     )
     alternatives = solution.alternatives or []
     slip = alternatives.index([])
@@ -180,3 +194,57 @@ def test_a_new_labeler_meets_phase1_tasks_early_and_can_write_a_step(session: Se
         "flagged": False,
     }
     assert record["label"]["steps"][slip]["chosen_completion"] is None
+
+
+def test_a_new_labeler_meets_alternatives_early_and_the_export_rates_them(
+    session: Session,
+) -> None:
+    report = seed(session)
+    phase2 = session.scalars(select(Solution).where(Solution.style == TaskStyle.PHASE2.value))
+    offering = [solution for solution in phase2 if any(solution.alternatives or [])]
+    assert report.alternatives == len(offering) == ALTERNATIVE_TASKS
+    assert f"{ALTERNATIVE_TASKS} with alternatives" in report.describe()
+    users = demo_users(session)
+    for _ in range(ALTERNATIVES_AT):
+        done = next_assignment(session.connection(), users["alice"], RULES, NOW)
+        assert done is not None
+        finish(session, done)
+    lease = next_assignment(session.connection(), users["alice"], RULES, NOW)
+    assert lease is not None
+    task = leased_task(session.connection(), lease.id)
+    assert task is not None and task.style == TaskStyle.PHASE2.value
+
+    # The demo's answer key: the slip's step, and a rating for each of its alternatives.
+    problems = demo_problems(count=DEMO_PROBLEMS)
+    slip = demo_slips(problems, per_problem=QUEUED_PER_PROBLEM)[tuple(task.steps or [])]
+    assert slip is not None
+    alternatives = (task.alternatives or [])[slip.index]
+    assert len(alternatives) == 2 and set(alternatives) == set(slip.alternatives)
+    steps: list[dict[str, object]] = [{"rating": 1} for _ in range(slip.index)]
+    steps.append({"rating": -1})
+    found = {"steps": steps, "finish_reason": "found_error", "total_time": 1000}
+
+    def submit() -> SavedLabel:
+        body = SubmissionInput.model_validate(found)
+        return save_label(session.connection(), task, users["alice"], body, overlap=1)
+
+    with pytest.raises(SubmissionError, match="rate its 2 alternative completions"):
+        submit()
+    ratings = [slip.alternatives[text] for text in alternatives]
+    steps[-1]["alternative_ratings"] = ratings
+    saved = submit()
+
+    [record] = iter_records(session, ExportFilter(labelers=["alice"]))
+    assert saved.created and prm800k.Record.model_validate(record)
+    assert record["label"]["finish_reason"] == "found_error"
+    assert record["label"]["steps"][slip.index] == {
+        "completions": [
+            {"text": (task.steps or [])[slip.index], "rating": -1, "flagged": False},
+            *(
+                {"text": text, "rating": rating, "flagged": False}
+                for text, rating in zip(alternatives, ratings, strict=True)
+            ),
+        ],
+        "human_completion": None,
+        "chosen_completion": None,
+    }
