@@ -54,11 +54,15 @@ export: migrate
 	@mkdir -p exports
 	$(BIN)/steplabel export --format prm800k --output exports/prm800k-$$(date -u +%Y%m%dT%H%M%SZ).jsonl
 
+# pytest-xdist: a test process per core (TEST_PROCESSES=0 runs them all in this one); tests
+# marked xdist_group (a browser module, the pretrained model's) stay in one process.
+TEST_PROCESSES ?= auto
+
 test: install-dev static
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/pytest
+	$(BIN)/pytest --numprocesses $(TEST_PROCESSES) --dist loadgroup
 
 lint: install-dev
 	$(BIN)/ruff check .

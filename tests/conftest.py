@@ -1,8 +1,16 @@
 """Database fixtures: every database test runs on SQLite and on Postgres.
 
-Postgres tests use fresh databases on STEPLABEL_TEST_POSTGRES_URL's server (default: the
-local trust-auth server). Where it is unreachable they are skipped, except under CI=true,
-where they fail. The schema is always built through the Alembic migrations.
+Postgres tests use databases on STEPLABEL_TEST_POSTGRES_URL's server (default: the local
+trust-auth server). Where it is unreachable they are skipped, except under CI=true, where
+they fail. The schema is always built through the Alembic migrations.
+
+Each test process (pytest-xdist runs several) migrates one database per backend and runs
+every test that asks for ``database_url``, ``engine`` or ``session`` on it: a ``session``
+test inside a transaction that is rolled back, a test that commits through the engine, the
+app or a subprocess on the real database, emptied after it. A new Postgres database costs
+a CREATE and a DROP DATABASE (the DROP a checkpoint, about a second); emptying the own
+one costs a query. Tests that need a database to themselves (migrations, a server for a
+module) get a fresh copy of the migrated template from ``database_factory.new_url()``.
 """
 
 import os
@@ -12,11 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Connection, Engine, create_engine, inspect, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from app import schema
+from app import project_settings, schema
 
 POSTGRES_SERVER_URL = os.environ.get(
     "STEPLABEL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -45,13 +54,20 @@ def _postgres_database_url(name: str) -> str:
     return make_url(POSTGRES_SERVER_URL).set(database=name).render_as_string(hide_password=False)
 
 
+CLEAR_TIMEOUT_S = 10
+"""How long emptying the process's database waits for a lock a test's connection still
+holds before the process takes a fresh database instead."""
+
+
 class DatabaseFactory:
-    """Makes fresh, migrated databases of one backend by copying a migrated template."""
+    """Migrated databases of one backend: the test process's own, emptied between tests,
+    and fresh copies of a migrated template."""
 
     def __init__(self, backend: str, workdir: Path) -> None:
         self.backend = backend
         self.workdir = workdir
         self.created: list[str] = []
+        self._own: tuple[str, Engine] | None = None
         if backend == "sqlite":
             self.template = workdir / "template.db"
             schema.upgrade(f"sqlite:///{self.template}")
@@ -72,15 +88,76 @@ class DatabaseFactory:
         """A Postgres database without the schema (pg_restore fills it)."""
         return self._new_postgres(f"steplabel_test_{uuid.uuid4().hex[:12]}", "")
 
+    def own_url(self) -> str:
+        """The test process's own migrated database, empty: no rows but the schema's
+        version, sequences at their start."""
+        if self._own is None:
+            url = self.new_url()
+            self._own = (url, self._clearing_engine(url))
+        return self._own[0]
+
+    def clear_own(self) -> None:
+        """Empty the process's own database after a test. Where a connection the test left
+        open holds a lock past CLEAR_TIMEOUT_S, the next test gets a fresh database."""
+        if self._own is None:
+            return
+        _url, engine = self._own
+        try:
+            with engine.begin() as connection:
+                _clear(connection)
+        except DBAPIError:
+            engine.dispose()
+            self._own = None
+
+    def _clearing_engine(self, url: str) -> Engine:
+        # Plain engines: SQLite without foreign keys, so rows go in any order; Postgres
+        # with a lock timeout, so a lock left held ends the wait.
+        if self.backend == "sqlite":
+            return create_engine(url, connect_args={"timeout": CLEAR_TIMEOUT_S})
+        options = f"-c lock_timeout={CLEAR_TIMEOUT_S * 1000}"
+        return create_engine(url, connect_args={"options": options})
+
     def _new_postgres(self, name: str, options: str) -> str:
         _admin_execute(f'CREATE DATABASE "{name}" {options}')
         self.created.append(name)
         return _postgres_database_url(name)
 
     def drop_all(self) -> None:
+        if self._own is not None:
+            self._own[1].dispose()
         if self.backend == "postgres":
             for name in [*self.created, self.template_name]:
                 _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+REWIND_SEQUENCES = text(
+    "SELECT setval(format('%I.%I', schemaname, sequencename), start_value, false)"
+    " FROM pg_sequences WHERE schemaname = current_schema() AND last_value IS NOT NULL"
+)
+
+
+def _clear(connection: Connection) -> None:
+    """Delete every row but the schema's version, and rewind the sequences: Postgres
+    advances them even for rows rolled back, and a test may count on the ids from 1."""
+    inspector = inspect(connection)
+    quote = connection.dialect.identifier_preparer.quote
+    tables = [
+        quote(name)
+        for name in inspector.get_table_names()
+        if name not in {"alembic_version", "sqlite_sequence"}
+    ]
+    any_rows = " OR ".join(f"EXISTS (SELECT 1 FROM {table})" for table in tables)
+    has_rows = connection.scalar(text(f"SELECT {any_rows}"))
+    if connection.dialect.name == "postgresql":
+        if has_rows:
+            connection.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY"))
+        else:
+            connection.execute(REWIND_SEQUENCES)
+    elif has_rows:
+        for table in tables:
+            connection.execute(text(f"DELETE FROM {table}"))
+        if inspector.has_table("sqlite_sequence"):
+            connection.execute(text("DELETE FROM sqlite_sequence"))
 
 
 @pytest.fixture(scope="session")
@@ -93,27 +170,69 @@ def postgres_available() -> None:
     pytest.skip(reason)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Drop the Postgres runs of tests marked sqlite_only: the worker's slow end-to-end tests
+    (a subprocess, a model trained), whose SQL the repository tests and one end-to-end test
+    already run on both backends."""
+    dropped = [
+        item
+        for item in items
+        if item.get_closest_marker("sqlite_only") is not None
+        and getattr(item, "callspec", None) is not None
+        and item.callspec.params.get("database_factory") == "postgres"
+    ]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if item not in dropped]
+
+
+@pytest.fixture(scope="session")
+def database_factories(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dict[str, DatabaseFactory]]:
+    """Each backend's factory, made when a test first asks for it and kept to the end.
+
+    Not the parametrized fixture's own value: pytest tears that down whenever the next
+    test has the other backend, which under pytest-xdist is at almost every module.
+    """
+    factories: dict[str, DatabaseFactory] = {}
+    yield factories
+    for factory in factories.values():
+        factory.drop_all()
+
+
 @pytest.fixture(scope="session", params=BACKENDS)
 def database_factory(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[DatabaseFactory]:
+    request: pytest.FixtureRequest,
+    database_factories: dict[str, DatabaseFactory],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> DatabaseFactory:
     backend: str = request.param
     if backend == "postgres":
         request.getfixturevalue("postgres_available")
-    factory = DatabaseFactory(backend, tmp_path_factory.mktemp(backend))
-    yield factory
-    factory.drop_all()
+    if backend not in database_factories:
+        database_factories[backend] = DatabaseFactory(backend, tmp_path_factory.mktemp(backend))
+    return database_factories[backend]
 
 
 @pytest.fixture
-def database_url(database_factory: DatabaseFactory, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh, migrated database, also made the configured one (for the CLI and the app)."""
-    url = database_factory.new_url()
+def database_url(
+    database_factory: DatabaseFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """An empty, migrated database, also made the configured one (for the CLI and the
+    app): the test process's own, emptied again after the test."""
+    url = database_factory.own_url()
     monkeypatch.setenv("STEPLABEL_DATABASE_URL", url)
     from app.config import get_settings
 
     get_settings.cache_clear()
-    return url
+    yield url
+    from app import db
+
+    db.dispose_engines()
+    # The runtime settings are cached by database URL, which the next test shares.
+    project_settings._cached.clear()
+    database_factory.clear_own()
 
 
 @pytest.fixture

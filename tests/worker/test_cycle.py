@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
@@ -215,6 +216,7 @@ def test_once_trains_selects_and_queues_a_generation(
         ) == len(queued)
 
 
+@pytest.mark.sqlite_only
 def test_a_second_run_is_judged_against_the_current_model_and_old_checkpoints_go(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:
@@ -243,6 +245,7 @@ def test_a_second_run_is_judged_against_the_current_model_and_old_checkpoints_go
     assert not (tmp_path / f"run-{first.id}").exists() or first.is_current
 
 
+@pytest.mark.sqlite_only
 def test_no_generation_is_queued_while_the_open_one_is_mostly_unlabeled(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:
@@ -266,6 +269,7 @@ def test_no_generation_is_queued_while_the_open_one_is_mostly_unlabeled(
     assert metrics["selection"]["reason"].endswith("labeled; the next is queued at 80%")
 
 
+@pytest.mark.sqlite_only
 def test_too_few_labels_make_no_run(engine: Engine, database_url: str, tmp_path: Path) -> None:
     with transaction(engine) as session:
         seed(session)

@@ -26,6 +26,9 @@ from worker.train import Example, fit, setup
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "smollm2-135m"
 
+# Under pytest-xdist, one process prepares the model into models/ and runs these tests.
+pytestmark = pytest.mark.xdist_group("smollm2")
+
 EXAMPLES = [
     Example(1, "What is 2+3?", ["We add: 2+3=5.", "# Answer\n\n5"], [1, 1]),
     Example(2, "What is 4*2?", ["We multiply: 4*2=6.", "# Answer\n\n6"], [-1, None]),

@@ -22,13 +22,18 @@ from app.training import request_run
 from tests.worker.failing_rank import FAILURE
 from tests.worker.test_cycle import label_queued, worker
 
+pytestmark = pytest.mark.sqlite_only
+
 TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2")
 """``torchrun`` on a free port, so that runs beside each other do not collide."""
 
 LABELS = 12
 """Enough labeled examples to train and hold some out, with ``SMALL_RUNS``."""
+
 SMALL_RUNS = {"train_min_labels": "10", "generation_min_done": "0"}
 """Settings that let a run of a dozen labels train and queue a generation."""
+
+FINISHED = {RunStatus.SUCCEEDED.value, RunStatus.FAILED.value}
 
 
 def seed_and_label(engine: Engine) -> None:
@@ -47,20 +52,36 @@ def finish(process: subprocess.Popen[str], timeout: float = 240) -> tuple[str, s
         pytest.fail(f"torchrun still running after {timeout}s\n{out}{err}")
 
 
-def test_once_trains_on_every_rank_and_rank_zero_records_the_run(
+def test_the_loop_trains_on_every_rank_records_the_run_on_rank_zero_and_ends_on_sigterm(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:
+    """One launch for the whole cycle: the loop follows rank 0 into a requested run, every
+    rank trains and scores its share, rank 0 records it; SIGTERM to rank 0 ends them all."""
     from worker.checkpoint import load_checkpoint
     from worker.score import score_solutions
 
     seed_and_label(engine)
+    with transaction(engine) as session:
+        requested = request_run(session).id
 
-    once = worker(database_url, tmp_path, *TORCHRUN, "-m", "worker", "once", **SMALL_RUNS)
-    out, err = finish(once)
+    loop = worker(database_url, tmp_path, *TORCHRUN, "-m", "worker", **SMALL_RUNS)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and loop.poll() is None:
+        with Session(engine) as session:
+            if session.scalar(select(TrainingRun.status)) in FINISHED:
+                break
+        time.sleep(0.2)
+    if loop.poll() is not None:
+        pytest.fail("the loop ended by itself:\n" + "".join(loop.communicate()))
+    # Rank 0 alone hears SIGTERM; it tells rank 1 to stop too.
+    os.kill(rank_pids(loop)[0], signal.SIGTERM)
+    out, err = finish(loop, timeout=60)
 
-    assert once.returncode == 0 and "run 1: succeeded" in out, out + err
+    assert loop.returncode == 0, out + err
+    assert f"rank 1 run {requested} succeeded" in err, err
     with Session(engine) as session:
         run = session.scalars(select(TrainingRun)).one()
+        assert run.id == requested
         assert run.status == RunStatus.SUCCEEDED.value and run.is_current
         metrics = run.metrics or {}
         # Alice's labels, and the demo's gold labels (an admin's): QC and screening answers
@@ -72,8 +93,8 @@ def test_once_trains_on_every_rank_and_rank_zero_records_the_run(
         assert metrics["labels"] == session.scalar(trainable) >= LABELS
         assert metrics["evaluation"]["sets"]["held_out_examples"] > 0
         assert "status" in metrics["evaluation"]["step_auroc"]
-        assert [p.name for p in tmp_path.iterdir()] == ["run-1"]
-        assert run.checkpoint_path == str(tmp_path / "run-1")
+        assert [p.name for p in tmp_path.iterdir()] == [f"run-{requested}"]
+        assert run.checkpoint_path == str(tmp_path / f"run-{requested}")
         generation = session.scalars(select(Generation)).one()
         assert (
             generation.run_id == run.id
@@ -91,7 +112,7 @@ def test_once_trains_on_every_rank_and_rank_zero_records_the_run(
     # The ranks scored the pool in shares; rank 0 put the scores back in order, so they
     # are what the checkpoint gives each solution on its own.
     assert len(scored) == metrics["pool_scored"] > 50
-    model, tokenizer, args, _meta = load_checkpoint(tmp_path / "run-1")
+    model, tokenizer, args, _meta = load_checkpoint(tmp_path / f"run-{requested}")
     expected = score_solutions(model, tokenizer, [(s.text, s.steps) for s in scored], args)
     for solution, score in zip(scored, expected, strict=True):
         assert solution.prm_step_scores == pytest.approx(score.step_scores, abs=1e-7)
@@ -145,30 +166,3 @@ def rank_pids(torchrun: subprocess.Popen[str]) -> dict[int, int]:
         rank = next(item for item in environment if item.startswith(b"RANK="))
         pids[int(rank.removeprefix(b"RANK="))] = pid
     return pids
-
-
-def test_the_loop_follows_rank_zero_into_a_run_and_out_on_sigterm(
-    engine: Engine, database_url: str, tmp_path: Path
-) -> None:
-    with transaction(engine) as session:
-        requested = request_run(session).id  # no labels: the run ends early, skipped
-
-    loop = worker(database_url, tmp_path, *TORCHRUN, "-m", "worker", **SMALL_RUNS)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and loop.poll() is None:
-        with Session(engine) as session:
-            if session.scalar(select(TrainingRun.status)) == RunStatus.SUCCEEDED.value:
-                break
-        time.sleep(0.2)
-    if loop.poll() is not None:
-        pytest.fail("the loop ended by itself:\n" + "".join(loop.communicate()))
-    # Rank 0 alone hears SIGTERM; it tells rank 1 to stop too.
-    os.kill(rank_pids(loop)[0], signal.SIGTERM)
-    out, err = finish(loop, timeout=60)
-
-    assert loop.returncode == 0, out + err
-    assert f"rank 1 run {requested} succeeded" in err
-    with Session(engine) as session:
-        run = session.scalars(select(TrainingRun)).one()
-    assert run.id == requested and run.status == RunStatus.SUCCEEDED.value
-    assert run.metrics and "skipped" in run.metrics
