@@ -34,6 +34,11 @@ def set_value(session: Session, key: str, value: Any) -> None:
     else:
         row.value = value
     session.flush()
+    forget_cached()
+
+
+def forget_cached() -> None:
+    """Drop the cached values, so the next read comes from the database."""
     _cached.clear()
 
 

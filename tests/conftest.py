@@ -231,7 +231,7 @@ def database_url(
 
     db.dispose_engines()
     # The runtime settings are cached by database URL, which the next test shares.
-    project_settings._cached.clear()
+    project_settings.forget_cached()
     database_factory.clear_own()
 
 
