@@ -582,9 +582,12 @@
     task.elapsed = draft.elapsed || 0;
   }
 
+  // A box in a dialog that just closed can keep the focus for a moment (Chromium moves it
+  // away only at the next style update): a key pressed then is meant for the page.
   function typing(event) {
     var element = event.target;
-    return element && (element.tagName === "TEXTAREA" || element.tagName === "INPUT" || element.isContentEditable);
+    if (!element || (element.closest && element.closest("dialog:not([open])"))) return false;
+    return element.tagName === "TEXTAREA" || element.tagName === "INPUT" || element.isContentEditable;
   }
 
   // Enter on a focused link or action button presses it, as it should everywhere; but not
