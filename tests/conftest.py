@@ -33,6 +33,12 @@ POSTGRES_SERVER_URL = os.environ.get(
 BACKENDS = ["sqlite", "postgres"]
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # A test process per core already: torch's threads (one per core in each process and in
+    # each worker subprocess it starts) would fight over the cores, and lose time spinning.
+    # Read when torch is first imported, which is after this.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 def _postgres_unavailable() -> str | None:
     try:
@@ -184,6 +190,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item not in dropped]
+
+
+_UNGROUPED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Find the grouped tests that pytest-xdist did not group: under ``--dist loadgroup`` it
+    marks them by a suffix to their ids, which some pytest versions drop (9.2 did), and a
+    hook that adds the mark after xdist's comes too late. A browser module would then
+    start a server in each process, and the model be prepared twice at once."""
+    if not session.config.getvalue("loadgroup"):
+        return
+    for item in session.items:
+        if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid:
+            item.stash[_UNGROUPED] = True
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.stash.get(_UNGROUPED, False):
+        pytest.fail(
+            "pytest-xdist did not put this test in its xdist_group: check the pytest and"
+            " pytest-xdist versions, and that marks are added before xdist reads them"
+        )
 
 
 @pytest.fixture(scope="session")

@@ -3,13 +3,20 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from app.datasets.demo_seed import QUALITY_CONTROL_QUESTIONS
 from bench.demo_loop import LABELERS, main
 
 
 def test_sixty_demo_labels_give_a_run_with_a_held_out_figure(
-    shared_data: Path, tmp_path: Path
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # What the run records, not how well the tiny model learns: two passes over the labels
+    # and small evaluation sets (the worker's defaults take a minute on the tiny model).
+    smaller = {"TRAIN_EPOCHS": 2, "EVAL_PROCESSBENCH_PER_SUBSET": 6, "EVAL_BEST_OF_N_PROBLEMS": 5}
+    for name, value in smaller.items():
+        monkeypatch.setenv(f"STEPLABEL_{name}", str(value))
     figures = tmp_path / "figures.json"
     assert main(["--model=tiny", "--labels=60", f"--json={figures}"]) == 0
     result = json.loads(figures.read_text())
@@ -23,3 +30,4 @@ def test_sixty_demo_labels_give_a_run_with_a_held_out_figure(
     low, high = (float(x) for x in interval.strip("[]").split(", "))
     assert low <= float(value) <= high
     assert set(result["best_of_n"]) == {"prm", "majority", "random"}
+    assert result["sets"]["best_of_n_problems"] == 5

@@ -29,6 +29,7 @@ TIMEOUT_MS = 10_000
 expect.set_options(timeout=TIMEOUT_MS)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's hook reads the group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``--dist loadgroup``), each module's tests in one process: they
     share the module's server, and a module's last test reads what the others made."""

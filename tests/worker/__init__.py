@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
@@ -104,6 +106,10 @@ class Trained:
     held_out: list[Example]
     stats: FitStats
     metrics: dict[str, Any]
+
+
+ARITHMETIC = pytest.mark.xdist_group("arithmetic_prm")
+"""For the tests that use ``trained_arithmetic_prm``: one test process trains it once."""
 
 
 @functools.cache

@@ -92,6 +92,9 @@ def worker(
         "STEPLABEL_SELECT_PER_PROBLEM": "2",
         # fp32 on any CPU (bf16 is the default with AMX): tests compare scores exactly.
         "STEPLABEL_TRAIN_PRECISION": "fp32",
+        # Two passes, not the tiny model's 15: these tests check what a run records and
+        # queues, not how well it learns (tests/worker/test_train.py does that).
+        "STEPLABEL_TRAIN_EPOCHS": "2",
         **{f"STEPLABEL_{name.upper()}": value for name, value in settings.items()},
     }
     return subprocess.Popen(

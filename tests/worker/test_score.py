@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from tests.worker import PROBLEM, equation, tiny_args, trained_arithmetic_prm
+from tests.worker import ARITHMETIC, PROBLEM, equation, tiny_args, trained_arithmetic_prm
 from worker import score as scoring
 from worker.model import PRM, build_tiny, encode
 from worker.score import (
@@ -119,6 +119,7 @@ def test_scoring_leaves_the_model_in_its_mode(untrained: Untrained) -> None:
     model.eval()
 
 
+@ARITHMETIC
 def test_a_false_step_scores_lower_after_training() -> None:
     trained = trained_arithmetic_prm()
     pairs = [(2, 3), (1, 4), (6, 2), (0, 7), (3, 3), (4, 5)]

@@ -12,6 +12,7 @@ import torch
 from torch.multiprocessing.spawn import spawn
 
 from tests.worker import (
+    ARITHMETIC,
     arithmetic_examples,
     deterministic_torch,
     tiny_args,
@@ -87,6 +88,7 @@ def test_auroc_needs_both_classes() -> None:
     assert auroc(np.array([0.1, 0.9]), np.array([False, True])) == 1.0
 
 
+@ARITHMETIC
 def test_training_learns_the_rule_beyond_the_majority_class() -> None:
     trained = trained_arithmetic_prm()
     figures = trained.metrics
@@ -103,6 +105,7 @@ def test_training_learns_the_rule_beyond_the_majority_class() -> None:
     assert stats.epochs == trained.args.epochs and not stats.stopped
 
 
+@ARITHMETIC
 def test_checkpoint_round_trip_scores_the_same(tmp_path: Path) -> None:
     trained = trained_arithmetic_prm()
     directory = tmp_path / "run-1"
@@ -125,6 +128,7 @@ def test_checkpoint_round_trip_scores_the_same(tmp_path: Path) -> None:
     assert after == before
 
 
+@ARITHMETIC
 def test_a_checkpoint_replaces_only_a_checkpoint(tmp_path: Path) -> None:
     trained = trained_arithmetic_prm()
     target = tmp_path / "run-2"
