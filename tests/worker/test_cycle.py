@@ -5,12 +5,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
+from app.config import Settings
 from app.datasets.demo_seed import DEMO_PROBLEMS, QUALITY_CONTROL_QUESTIONS, seed
 from app.db import transaction
 from app.labeling.queue import next_assignment
@@ -29,6 +30,9 @@ from app.models import (
 )
 from app.quality.questions import mark_quality_control
 from tests.labeling.test_queue import RULES
+
+if TYPE_CHECKING:
+    from worker.cycle import RunOutcome
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,6 +83,18 @@ def simulated_label(solution: Solution, alternatives: list[list[str]]) -> dict[s
     return {"steps": [{"rating": r} for r in ratings], "finish_reason": reason}
 
 
+TEST_WORKER = {
+    "prm_base_model": "tiny",
+    "select_per_problem": "2",
+    # fp32 on any CPU (bf16 is the default with AMX): tests compare scores exactly.
+    "train_precision": "fp32",
+    # Two passes, not the tiny model's 15: these tests check what a run records and queues,
+    # not how well it learns (tests/worker/test_train.py does that).
+    "train_epochs": "2",
+}
+"""The worker's settings in these tests, besides the database and the checkpoints."""
+
+
 def worker(
     database_url: str, checkpoints: Path, *command: str, **settings: str
 ) -> subprocess.Popen[str]:
@@ -88,14 +104,7 @@ def worker(
         **os.environ,
         "STEPLABEL_DATABASE_URL": database_url,
         "STEPLABEL_CHECKPOINT_DIR": str(checkpoints),
-        "STEPLABEL_PRM_BASE_MODEL": "tiny",
-        "STEPLABEL_SELECT_PER_PROBLEM": "2",
-        # fp32 on any CPU (bf16 is the default with AMX): tests compare scores exactly.
-        "STEPLABEL_TRAIN_PRECISION": "fp32",
-        # Two passes, not the tiny model's 15: these tests check what a run records and
-        # queues, not how well it learns (tests/worker/test_train.py does that).
-        "STEPLABEL_TRAIN_EPOCHS": "2",
-        **{f"STEPLABEL_{name.upper()}": value for name, value in settings.items()},
+        **{f"STEPLABEL_{name.upper()}": value for name, value in (TEST_WORKER | settings).items()},
     }
     return subprocess.Popen(
         [sys.executable, *command],
@@ -219,6 +228,18 @@ def test_once_trains_selects_and_queues_a_generation(
         ) == len(queued)
 
 
+def run_once(engine: Engine, database_url: str, checkpoints: Path, **settings: str) -> "RunOutcome":
+    """What ``python -m worker once`` does, in this process. The first test below runs the
+    command itself; the others save a process start (torch and transformers to import)."""
+    from worker.cycle import run_one
+
+    options = TEST_WORKER | settings
+    configured = Settings(database_url=database_url, checkpoint_dir=checkpoints, **options)
+    outcome = run_one(engine, configured, force=True, should_stop=lambda: False)
+    assert outcome is not None, "another worker holds the lock"
+    return outcome
+
+
 @pytest.mark.sqlite_only
 def test_a_second_run_is_judged_against_the_current_model_and_old_checkpoints_go(
     engine: Engine, database_url: str, tmp_path: Path
@@ -227,9 +248,8 @@ def test_a_second_run_is_judged_against_the_current_model_and_old_checkpoints_go
         seed(session)
     label_queued(engine)
     for _ in range(2):
-        process = worker(database_url, tmp_path, "-m", "worker", "once", checkpoint_keep_last="1")
-        out, err = process.communicate(timeout=600)
-        assert process.returncode == 0, out + err
+        outcome = run_once(engine, database_url, tmp_path, checkpoint_keep_last="1")
+        assert outcome.status == RunStatus.SUCCEEDED.value, outcome.error
     with Session(engine) as session:
         first, second = session.scalars(select(TrainingRun).order_by(TrainingRun.id)).all()
     assert first.metrics and second.metrics
@@ -256,10 +276,9 @@ def test_no_generation_is_queued_while_the_open_one_is_mostly_unlabeled(
         seed(session)
     assert label_queued(engine, limit=20) == 20
 
-    process = worker(database_url, tmp_path, "-m", "worker", "once", train_min_labels="10")
-    out, err = process.communicate(timeout=600)
+    outcome = run_once(engine, database_url, tmp_path, train_min_labels="10")
 
-    assert process.returncode == 0, out + err
+    assert outcome.status == RunStatus.SUCCEEDED.value, outcome.error
     with Session(engine) as session:
         run = session.scalars(select(TrainingRun)).one()
         assert session.scalar(select(func.count()).select_from(Generation)) == 0
@@ -278,10 +297,9 @@ def test_too_few_labels_make_no_run(engine: Engine, database_url: str, tmp_path:
         seed(session)
     label_queued(engine, limit=5)
 
-    process = worker(database_url, tmp_path, "-m", "worker", "once")
-    out, err = process.communicate(timeout=600)
+    outcome = run_once(engine, database_url, tmp_path)
 
-    assert process.returncode == 0, out + err
+    assert outcome.status == RunStatus.SUCCEEDED.value, outcome.error
     with Session(engine) as session:
         run = session.scalars(select(TrainingRun)).one()
     assert run.checkpoint_path is None and not run.is_current
