@@ -201,7 +201,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     marks them by a suffix to their ids, which some pytest versions drop (9.2 did), and a
     hook that adds the mark after xdist's comes too late. A browser module would then
     start a server in each process, and the model be prepared twice at once."""
-    if not session.config.getvalue("loadgroup"):
+    if not getattr(session.config.option, "loadgroup", False):  # set on xdist's processes
         return
     for item in session.items:
         if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid:
