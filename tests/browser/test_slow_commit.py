@@ -11,13 +11,13 @@ import time
 
 import pytest
 from playwright.sync_api import Page, expect
-from sqlalchemy import Engine, exists, select
+from sqlalchemy import Engine, event, exists, select
 from sqlalchemy.orm import Session
 
 from app.models import Assignment
 from tests.browser.live import SUBMIT_PATH, Labeler, LiveApp, SolutionSpec, labels_of, queue
 from tests.browser.pages import log_in, press, task_swap, wait_for_task
-from tests.browser.slow_commit import SLOW_COMMIT_S
+from tests.browser.slow_commit import SLOW_COMMIT_S, delay_commit
 
 SOLUTION = SolutionSpec(["Add $1$ and $1$.", "So it is $2$.\n\n# Answer\n\n2"], answer="2")
 
@@ -60,3 +60,9 @@ def test_next_task_after_a_submit(live_app: LiveApp, labeler: Labeler, page: Pag
         page.keyboard.press("Enter")
     expect(page.locator(".flash")).to_have_text("Saved.")
     assert [label.finish_reason for label in labels_of(live_app.engine, labeler)] == ["solution"]
+
+
+def test_only_the_server_commits_slowly() -> None:
+    """Importing the module (as this one does, in every test process) adds no delay: once it
+    slowed each test's labels by a second."""
+    assert not event.contains(Engine, "commit", delay_commit)
