@@ -55,7 +55,7 @@ export: migrate
 	$(BIN)/steplabel export --format prm800k --output exports/prm800k-$$(date -u +%Y%m%dT%H%M%SZ).jsonl
 
 # pytest-xdist: a test process per core and one more, which runs while the others wait on a
-# browser, a server or a lock (on 2 cores: 12:38 against 14:13 with one per core).
+# browser, a server or a lock (on 2 cores: 5:02 with 3 processes, 5:03 with 2, 5:28 with 4).
 # TEST_PROCESSES=0 runs them all in this one. Tests marked xdist_group (a browser module,
 # the pretrained model's) stay in one process.
 TEST_PROCESSES ?= $(shell echo $$(( $$(nproc) + 1 )))
