@@ -82,7 +82,14 @@ _DUMMY_HASH = hash_password(secrets.token_hex(16))
 def log_in(request: Request, user: User) -> None:
     request.session.clear()
     request.session.update(
-        {"user_id": user.id, "version": user.session_version, "csrf": secrets.token_urlsafe(32)}
+        {
+            "user_id": user.id,
+            "version": user.session_version,
+            "csrf": secrets.token_urlsafe(32),
+            # For the body size limit, which runs before any database work (a role is set
+            # when the account is made, so the cookie's copy cannot go stale).
+            "admin": user.role == Role.ADMIN.value,
+        }
     )
 
 

@@ -108,9 +108,10 @@ class BodyTooLarge(Exception):
 class BodySizeLimit:
     """Answer 413 to a request whose body is larger than its limit, without reading it all.
 
-    Dataset uploads (``upload_paths``) from a logged-in user get ``upload_limit``; anything
+    Dataset uploads (``upload_paths``) from a logged-in admin get ``upload_limit``; anything
     else ``limit``. The session is the signed cookie's (SessionMiddleware runs first), not
-    yet checked against the database: enough to keep anonymous uploads small.
+    yet checked against the database: enough to keep everyone else's uploads small, before
+    the route refuses them.
     """
 
     def __init__(
@@ -124,7 +125,7 @@ class BodySizeLimit:
     def limit_of(self, scope: Scope) -> int:
         session = scope.get("session") or {}
         is_upload = scope["method"] == "POST" and scope["path"] in self.upload_paths
-        return self.upload_limit if is_upload and "user_id" in session else self.limit
+        return self.upload_limit if is_upload and session.get("admin") is True else self.limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

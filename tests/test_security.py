@@ -112,17 +112,22 @@ def test_a_body_over_the_limit_is_answered_413(
         assert api.json() == {"detail": "The request is too large: at most 2 KiB is accepted."}
 
 
-def test_a_logged_in_user_may_upload_a_larger_dataset(
+def test_an_admin_may_upload_a_larger_dataset(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     configure(monkeypatch, max_body_bytes="2048", max_upload_bytes="65536")
     add_user(engine, "root", role=Role.ADMIN)
+    add_user(engine, "alice")
     dataset = {"file": ("problems.jsonl", b'{"problem": "x"}\n' * 400)}  # 6.8 kB
     with TestClient(create_app()) as client:
         token = csrf_from(client.get("/login").text)
         headers = {"X-CSRF-Token": token}
         anonymous = client.post("/admin/imports", files=dataset, headers=headers)
         assert anonymous.status_code == 413
+        # A labeler is refused the upload before it is read, not after (a 403).
+        token = log_in(client, "alice")
+        labeler = client.post("/admin/imports", files=dataset, headers={"X-CSRF-Token": token})
+        assert labeler.status_code == 413
         log_in(client, "root")
         token = csrf_from(client.get("/me").text)
         upload = client.post(
