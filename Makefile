@@ -54,11 +54,10 @@ export: migrate
 	@mkdir -p exports
 	$(BIN)/steplabel export --format prm800k --output exports/prm800k-$$(date -u +%Y%m%dT%H%M%SZ).jsonl
 
-# pytest-xdist: a test process per core and one more, which runs while the others wait on a
-# browser, a server or a lock (on 2 cores: 5:02 with 3 processes, 5:03 with 2, 5:28 with 4).
-# TEST_PROCESSES=0 runs them all in this one. Tests marked xdist_group (a browser module,
-# the pretrained model's) stay in one process.
-TEST_PROCESSES ?= $(shell echo $$(( $$(nproc) + 1 )))
+# pytest-xdist: a test process per core (on 2 cores: 5:03 with 2 processes, 5:02 with 3,
+# 5:28 with 4); TEST_PROCESSES=0 runs them all in this one. Tests marked xdist_group (a
+# browser module, the pretrained model's) stay in one process.
+TEST_PROCESSES ?= auto
 
 test: install-dev static
 	$(BIN)/ruff check .
