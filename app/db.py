@@ -1,13 +1,15 @@
 """Engine and sessions for SQLite (embedded default) and Postgres."""
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import partial
-from typing import Annotated, Any, TypeVar
+from functools import partial, wraps
+from typing import Annotated, Any, ParamSpec, TypeVar
 from weakref import WeakKeyDictionary
 
+import psycopg
 from anyio import CapacityLimiter, to_thread
 from fastapi import Depends
 from sqlalchemy import (
@@ -17,11 +19,13 @@ from sqlalchemy import (
     event,
 )
 from sqlalchemy.engine import Dialect
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from app.config import get_settings
+
+logger = logging.getLogger("steplabel.db")
 
 
 def is_sqlite(url: str) -> bool:
@@ -161,6 +165,38 @@ def core_autocommit(engine: Engine | None = None) -> Iterator[Connection]:
 
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
+CONFLICTS = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+"""What Postgres ends a statement with to let a concurrent one go on: run again, the work
+almost always succeeds."""
+
+
+def is_conflict(error: BaseException) -> bool:
+    """Whether ``error`` is one of CONFLICTS, raised by psycopg or wrapped by SQLAlchemy."""
+    cause = error.orig if isinstance(error, DBAPIError) else error
+    return isinstance(cause, CONFLICTS)
+
+
+def retried_once_on_conflict(unit: Callable[P, T]) -> Callable[P, T]:
+    """``unit`` run a second time if the database ended it with a deadlock or serialization
+    failure, so that such a failure never reaches a user as a 500.
+
+    Only for units of work that are safe to start again: each opens its own connection, and
+    what a first try committed (a claimed task, a stored label) the second finds."""
+
+    @wraps(unit)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return unit(*args, **kwargs)
+        except Exception as error:
+            if not is_conflict(error):
+                raise
+            logger.warning("%s: %s; trying once more", unit.__name__, str(error).splitlines()[0])
+        return unit(*args, **kwargs)
+
+    return run
+
 
 DATABASE_THREADS = 4
 """Threads per process doing labeling requests' database work at once. More do not go

@@ -521,10 +521,13 @@ def _slot_claim(
 def _head_and_claim(head_query: Select[Any]) -> Select[Any]:
     """The head of the queue and, in the same statement, a claim of its next slot (Postgres:
     one round trip instead of two). The count of slots used comes from the statement's
-    snapshot, taken before the head's row lock: a claim that committed in between is
-    missed, and the insert then meets its slot and does nothing (the caller then looks for
-    another slot). Any claim still open holds the row lock, which SKIP LOCKED skips and a
-    waiting lock outlasts, so the insert never waits on a slot in use."""
+    snapshot, taken before the head's row lock: a slot taken in between (by a claim that
+    committed, or after a lost race, which takes a slot without the row lock) is missed,
+    and the insert then meets it and does nothing (the caller then looks for another slot).
+    Meeting it, the insert waits for any statement that is writing that slot's assignment,
+    while it holds the solution's row. That wait ends: a statement that writes an
+    assignment either waits for nothing more (a heartbeat, a take-over) or took the
+    solution's row first (a submit, ``_WRITE_AT_ONCE``)."""
     head = head_query.cte("head")
     claimed = _slot_claim(postgresql.insert, head.c.id, head.c.overlap).cte("claimed")
     return select(
@@ -789,16 +792,23 @@ def _recordset(parameter: str, table: Table, names: Sequence[str]) -> str:
 # The same writes in one statement, made from the same columns: one round trip instead of
 # five, which on a busy server costs more than the writes (each wakes the database and the
 # worker thread). The statement stands alone, with no transaction around it (app/db.py,
-# core_autocommit): it locks the assignment first and writes only while the assignment is
-# this labeler's and open, so a label is stored with its assignment completed, or not at
-# all. The sub-statements share one snapshot; foreign keys are checked at the statement's
-# end, when the new label's rows exist. Steps and completions come as one JSON document
+# core_autocommit): it locks the assignment and writes only while the assignment is this
+# labeler's and open, so a label is stored with its assignment completed, or not at all.
+# The solution's row, which a task with a slot counts its label in, is locked before the
+# assignment (open_task waits for locked_solution), in the order a claim takes them: a
+# claim holds that row while its insert waits for whoever holds the slot's assignment, so
+# a submit that held the assignment while it waited for the row would deadlock with it.
+# The sub-statements share one snapshot; foreign keys are checked at the statement's end,
+# when the new label's rows exist. Steps and completions come as one JSON document
 # each, so the SQL is the same for any number of them and Postgres prepares it once (and
 # psycopg sends one string, which costs far less to encode than an array per column).
 _WRITE_AT_ONCE = f"""
-WITH open_task AS (
+WITH locked_solution AS (
+    SELECT id FROM solutions WHERE id = %(counted_solution)s FOR NO KEY UPDATE
+), open_task AS (
     SELECT id FROM assignments
     WHERE id = %(assignment_id)s AND labeler_id = %(holder_id)s AND completed_at IS NULL
+        AND (%(counted_solution)s IS NULL OR EXISTS (SELECT FROM locked_solution))
     FOR NO KEY UPDATE
 ), new_label AS (
     INSERT INTO labels ({", ".join(LABEL_COLUMNS)})

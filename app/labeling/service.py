@@ -4,7 +4,8 @@
 does its whole unit of work (check the login, the queue or the label) on one plain
 connection, instead of an ORM session; on Postgres each of its writes is one statement that
 commits by itself (see ``core_autocommit``). The routes call them in a database thread, and
-bench/labeling_database.py calls them directly.
+bench/labeling_database.py calls them directly. Each is safe to run twice, and is run again
+once when Postgres ends it to break a deadlock (``retried_once_on_conflict``).
 """
 
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.auth import Login, Viewer, check_login, viewer_of
 from app.config import Settings, get_settings
-from app.db import core_autocommit
+from app.db import core_autocommit, retried_once_on_conflict
 from app.labeling import repository
 from app.labeling.queue import QueueRules, assign_new, extend_lease, resume
 from app.labeling.repository import Lease
@@ -68,6 +69,7 @@ def task_view(connection: Connection, lease: Lease) -> TaskView:
     )
 
 
+@retried_once_on_conflict
 def take_next_task(login: Login) -> tuple[Viewer, TaskView | None]:
     """The logged-in labeler (401 if the login ended) and their current task or a new one;
     None when nothing is left for them."""
@@ -83,6 +85,7 @@ def take_next_task(login: Login) -> tuple[Viewer, TaskView | None]:
         return viewer, task_view(connection, lease) if lease else None
 
 
+@retried_once_on_conflict
 def submit(login: Login, assignment_id: int, body: SubmissionInput) -> SavedLabel:
     """Store the task's label once (SubmissionError if it breaks a rule, LeaseLost if the
     task is no longer the labeler's); 404 for a task that is not theirs."""
@@ -96,6 +99,7 @@ def submit(login: Login, assignment_id: int, body: SubmissionInput) -> SavedLabe
         return save_label(connection, task, viewer, body, overlap=rules.overlap)
 
 
+@retried_once_on_conflict
 def keep_lease(login: Login, assignment_id: int) -> None:
     """Keep the labeler's open task theirs while their page is open: 404 for a task that is
     not theirs, 409 for one that is finished or was taken over."""

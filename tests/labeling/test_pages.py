@@ -1,13 +1,18 @@
 """The labeling pages over HTTP: access rules, CSRF, submitting, and the small pages."""
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
+from app.db import retried_once_on_conflict
+from app.labeling import repository
 from app.main import create_app
 from app.models import Label, Role
 from app.templating import math_text, step_text
@@ -143,6 +148,58 @@ def test_a_note_over_the_limit_answers_422_and_stores_nothing(
     assert saved.json()["created"] is True
     with Session(engine) as session:
         assert session.scalar(select(Label.note)) == "x" * 2000
+
+
+def failing(times: int, error: Exception, function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function``, failing with ``error`` on its first ``times`` calls."""
+    calls = 0
+
+    def maybe_fail(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls <= times:
+            raise error
+        return function(*args, **kwargs)
+
+    return maybe_fail
+
+
+DEADLOCK = psycopg.errors.DeadlockDetected("deadlock detected")
+SERIALIZATION_FAILURE = OperationalError(
+    "UPDATE ...", {}, psycopg.errors.SerializationFailure("could not serialize access")
+)
+
+
+def test_a_deadlock_or_serialization_failure_is_retried_not_answered_500(
+    app_client: TestClient, engine: Engine, queued: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Postgres breaks a deadlock by failing one of its statements: the labeler must not
+    # see it (psycopg's own error where the statement went to the driver directly,
+    # SQLAlchemy's where it went through SQLAlchemy).
+    headers = {"X-CSRF-Token": labeler(app_client, engine)}
+    monkeypatch.setattr(repository, "claim_head", failing(1, DEADLOCK, repository.claim_head))
+    page = app_client.get("/label/next")
+    assert page.status_code == 200
+    write = failing(1, SERIALIZATION_FAILURE, repository.write_label)
+    monkeypatch.setattr(repository, "write_label", write)
+    saved = app_client.post(f"/api/tasks/{task_id(page.text)}/label", json=SOLVED, headers=headers)
+    assert saved.status_code == 200 and saved.json()["created"] is True
+    with Session(engine) as session:
+        assert session.scalar(select(func.count()).select_from(Label)) == 1
+
+
+def test_a_conflict_is_retried_once_and_other_errors_not_at_all() -> None:
+    tries: list[str] = []
+
+    def conflicting(error: Exception) -> None:
+        tries.append(type(error).__name__)
+        raise error
+
+    with pytest.raises(psycopg.errors.DeadlockDetected):
+        retried_once_on_conflict(conflicting)(DEADLOCK)
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        retried_once_on_conflict(conflicting)(psycopg.errors.UniqueViolation())
+    assert tries == ["DeadlockDetected"] * 2 + ["UniqueViolation"]
 
 
 def test_next_task_fragment_for_htmx(

@@ -1,19 +1,20 @@
 """Many labelers asking at once never get more assignments of a solution than its overlap."""
 
 import threading
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, select, text
 from sqlalchemy.orm import Session
 
 from app import auth
 from app.db import core_autocommit, transaction
-from app.labeling import submission
+from app.labeling import repository, submission
 from app.labeling.queue import next_assignment
 from app.labeling.submission import SubmissionInput
-from app.models import Assignment, Label, User
+from app.models import Assignment, Label, Solution, User
 from tests.factories import make_solution, make_user
 from tests.labeling.test_queue import NOW, RULES
 from tests.labeling.test_submission import STEPS
@@ -117,3 +118,69 @@ def test_a_task_submitted_from_many_tabs_at_once_stores_one_label(engine: Engine
     assert len(labels) == 1 and completed == labels[0]
     assert {label.label_id for label in saved} == set(labels)
     assert sum(label.created for label in saved) == 1
+
+
+def _waiting_for_locks(engine: Engine, count: int) -> None:
+    """Return once ``count`` sessions of the test's database wait for a lock."""
+    deadline = time.monotonic() + 10
+    with engine.connect() as connection:
+        while time.monotonic() < deadline:
+            waiting = connection.scalar(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                )
+            )
+            connection.rollback()
+            if waiting == count:
+                return
+            time.sleep(0.01)
+    raise AssertionError(f"{count} sessions never waited for a lock")
+
+
+def test_a_claim_and_a_submit_meeting_at_a_solution_do_not_deadlock(engine: Engine) -> None:
+    # A claim holds the solution's row while it inserts its slot, whose count came from a
+    # snapshot taken before it waited for that row. A slot taken meanwhile (a claim after a
+    # lost race takes one without the row) whose holder submits at once: the submit must
+    # not hold that slot's assignment while it waits for the solution's row, or the claim's
+    # insert waits for the submit, and the submit for the claim.
+    if engine.dialect.name != "postgresql":
+        pytest.skip("SQLite's writers take turns: no two of them wait for each other")
+    with transaction(engine) as session:
+        solution_id = make_solution(session, STEPS, overlap=2).id
+        alice_id, bob_id = make_user(session, "alice").id, make_user(session, "bob").id
+    sent = SubmissionInput.model_validate(
+        {"steps": [{"rating": 1}] * len(STEPS), "finish_reason": "solution", "total_time": 9}
+    )
+    until = NOW + RULES.lease
+
+    def bobs_claim() -> repository.Head | None:
+        with core_autocommit(engine) as connection:
+            return repository.claim_head(connection, bob_id, 2, NOW, until, wait=True)
+
+    def alices_submit(assignment_id: int) -> submission.SavedLabel:
+        with core_autocommit(engine) as connection:
+            task = submission.leased_task(connection, assignment_id)
+            assert task is not None
+            labeler = _labeler(connection, alice_id)
+            return submission.save_label(connection, task, labeler, sent, overlap=2, now=NOW)
+
+    with ThreadPoolExecutor(max_workers=2) as pool, engine.connect() as third:
+        # A third session holds the solution's row (another labeler's submit or claim).
+        third.execute(
+            select(Solution.id).where(Solution.id == solution_id).with_for_update(key_share=True)
+        )
+        claim = pool.submit(bobs_claim)
+        _waiting_for_locks(engine, 1)
+        with core_autocommit(engine) as connection:
+            alices = repository.insert_lease(connection, solution_id, alice_id, 0, NOW, until)
+        assert alices is not None
+        submit = pool.submit(alices_submit, alices.id)
+        _waiting_for_locks(engine, 2)
+        third.rollback()
+        saved, head = submit.result(timeout=30), claim.result(timeout=30)
+    assert saved.created
+    assert head is not None and head.solution_id == solution_id and head.claimed_id is None
+    with Session(engine) as session:
+        assignments = session.execute(select(Assignment.labeler_id, Assignment.label_id)).all()
+    assert assignments == [(alice_id, saved.label_id)]
