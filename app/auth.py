@@ -128,8 +128,14 @@ async def check_csrf(request: Request) -> None:
         form = await request.form()
         value = form.get(CSRF_FIELD)
         sent = value if isinstance(value, str) else None
-    if not expected or not sent or not hmac.compare_digest(str(expected), sent):
+    if not isinstance(expected, str) or not sent or not _same_token(expected, sent):
         raise HTTPException(403, "The form expired or came from elsewhere: reload the page.")
+
+
+def _same_token(expected: str, sent: str) -> bool:
+    # As bytes: compare_digest refuses a str that is not ASCII (a TypeError, a 500), and a
+    # client may send any text, a header's bytes read as Latin-1 included.
+    return hmac.compare_digest(expected.encode(), sent.encode("utf-8", "surrogatepass"))
 
 
 def current_user_or_none(request: Request, session: DbSession) -> User | None:
