@@ -15,6 +15,11 @@ shows its count when it ends. Upload large files while people work on Postgres.
 A process that stops mid-import (killed, restarted) rolls its transaction back; the next
 process to start marks such jobs failed. So one web process should serve the uploads
 (``make run`` and the Docker service run one).
+
+The spooled file has no name in the temporary folder: the system frees its space (up to
+STEPLABEL_MAX_UPLOAD_BYTES) once it is closed, by the runner after its import, or by the
+request when its job could not be added, and at the latest when the process ends, however
+it ends.
 """
 
 import logging
@@ -24,7 +29,6 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import BinaryIO
 
 from sqlalchemy import Engine, select, update
@@ -101,51 +105,89 @@ class JobRunner:
     """
 
     def __init__(self) -> None:
-        self.jobs: queue.SimpleQueue[tuple[str, int, Path]] = queue.SimpleQueue()
+        self.jobs: queue.SimpleQueue[tuple[str, int, BinaryIO]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def start(self, database_url: str, job_id: int, path: Path) -> None:
-        """Queue a job whose row is committed; ``path`` is deleted once it has run."""
+    def start(self, database_url: str, job_id: int, upload: BinaryIO) -> None:
+        """Queue a job whose row is committed; its spooled ``upload`` is closed once it ran."""
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._run_forever, name="import-jobs", daemon=True
                 )
                 self._thread.start()
-        self.jobs.put((database_url, job_id, path))
+        self.jobs.put((database_url, job_id, upload))
 
     def _run_forever(self) -> None:
         while True:
-            database_url, job_id, path = self.jobs.get()
+            database_url, job_id, upload = self.jobs.get()
             try:
-                run_job(get_engine(database_url), job_id, path)
+                with upload:
+                    run_job(get_engine(database_url), job_id, upload)
             except Exception:
                 # The database itself failed (run_job records any other failure): the job
                 # stays unfinished until the next start marks it; the thread goes on.
                 logger.exception("import job %s could not be recorded", job_id)
-            finally:
-                path.unlink(missing_ok=True)
 
 
 RUNNER = JobRunner()
 
+FILE_NAME_MAX_CHARS: int = ImportJob.filename.type.length
+"""The longest file name a job keeps."""
 
-def spool(source: BinaryIO) -> tuple[Path, int]:
-    """Copy an upload to a temporary file that outlives the request; (its path, its lines)."""
-    with tempfile.NamedTemporaryFile(prefix="steplabel-upload-", delete=False) as target:
-        shutil.copyfileobj(source, target, 1 << 20)
-    with open(target.name, "rb") as copy:
-        return Path(target.name), count_lines(copy)
+
+def job_file_name(filename: str) -> str:
+    """The uploaded file's name as its job keeps it; ValueError if the job cannot keep it."""
+    name = upload_name(filename)
+    if "\x00" in name:
+        # Postgres cannot store it (a multipart name has no surrogates).
+        raise ValueError("the file's name must not contain the NUL character")
+    if len(name) > FILE_NAME_MAX_CHARS:
+        raise ValueError(
+            f"the file's name has {len(name):,} characters, more than the "
+            f"{FILE_NAME_MAX_CHARS} a job keeps: rename it"
+        )
+    return name
+
+
+def spool(source: BinaryIO) -> tuple[BinaryIO, int]:
+    """Copy an upload to a temporary file that outlives the request; (the file, its lines).
+
+    The file has no name: closed, or lost with its process, it leaves nothing behind."""
+    # Not a with block: the file outlives this function (the job runner closes it).
+    copy = tempfile.TemporaryFile(prefix="steplabel-upload-")  # noqa: SIM115
+    try:
+        shutil.copyfileobj(source, copy, 1 << 20)
+        copy.seek(0)
+        lines = count_lines(copy)
+        copy.seek(0)
+    except BaseException:
+        copy.close()
+        raise
+    return copy, lines
+
+
+def queue_upload(
+    session: Session, source: BinaryIO, name: str, options: UploadOptions, admin_id: int
+) -> tuple[ImportJob, BinaryIO]:
+    """Spool an upload and add its queued job (flushed, so that it has its id); (the job,
+    the spooled file to hand to RUNNER once the job's row is committed)."""
+    upload, lines = spool(source)
+    try:
+        return add_job(session, name, options, lines, admin_id), upload
+    except BaseException:
+        upload.close()
+        raise
 
 
 def add_job(
-    session: Session, filename: str | None, options: UploadOptions, lines: int, admin_id: int
+    session: Session, name: str, options: UploadOptions, lines: int, admin_id: int
 ) -> ImportJob:
-    """A queued job for an upload, flushed so that it has its id."""
+    """A queued job for an upload named ``name`` (a ``job_file_name``), flushed."""
     job = ImportJob(
         kind=options.kind,
-        filename=upload_name(filename),
+        filename=name,
         skip_invalid=options.skip_invalid,
         generation=options.generation,
         queue=options.queue,
@@ -178,8 +220,8 @@ def mark_interrupted(engine: Engine) -> None:
         )
 
 
-def run_job(engine: Engine, job_id: int, path: Path) -> None:
-    """Import the job's file; the data and the job's outcome commit together."""
+def run_job(engine: Engine, job_id: int, upload: BinaryIO) -> None:
+    """Import the job's spooled file; the data and the job's outcome commit together."""
     with transaction(engine) as session:
         job = session.get(ImportJob, job_id)
         if job is None or job.status != JobStatus.QUEUED.value:
@@ -190,9 +232,9 @@ def run_job(engine: Engine, job_id: int, path: Path) -> None:
     show = _count_only if sqlite else partial(_note_progress, engine, job_id)
     progress = Progress(show, PROGRESS_SECONDS)
     try:
-        with transaction(engine) as session, open(path, "rb") as stream:
+        with transaction(engine) as session:
             job = session.get_one(ImportJob, job_id)
-            result = import_upload(session, job.filename, stream, _options(job), progress)
+            result = import_upload(session, job.filename, upload, _options(job), progress)
             _record_outcome(job, result, progress.done)
     except Exception as error:
         logger.exception("import job %s failed", job_id)

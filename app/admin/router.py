@@ -582,9 +582,7 @@ def upload(
     try:
         if file is None or not file.filename:
             raise ValueError("choose a JSONL file to upload")
-        if "\x00" in file.filename:
-            # Postgres cannot store it in the job's row (a multipart name has no surrogates).
-            raise ValueError("the file's name must not contain the NUL character")
+        name = import_jobs.job_file_name(file.filename)
         options = imports.UploadOptions(
             kind=kind,
             skip_invalid=skip_invalid,
@@ -593,13 +591,13 @@ def upload(
         )
     except ValueError as error:
         return _imports_answer(request, session, {"error": str(error)})
-    path, lines = import_jobs.spool(file.file)
-    job = import_jobs.add_job(session, file.filename, options, lines, admin.id)
+    job, upload = import_jobs.queue_upload(session, file.file, name, options, admin.id)
     response = _imports_answer(request, session, {"submitted": job})
     # A background task runs once the response is out, after the request's transaction
     # committed the job's row; the job runs in the import thread, not in this request.
+    # Should the response fail, the spooled file is closed with it (import_jobs.spool).
     response.background = BackgroundTask(
-        import_jobs.RUNNER.start, get_settings().database_url, job.id, path
+        import_jobs.RUNNER.start, get_settings().database_url, job.id, upload
     )
     return response
 

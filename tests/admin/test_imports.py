@@ -4,6 +4,7 @@ line-numbered errors and nothing written on error."""
 import gc
 import io
 import re
+import tempfile
 import time
 from pathlib import Path
 
@@ -222,6 +223,43 @@ def test_an_upload_without_a_file(admin: Admin) -> None:
     assert refused.status_code == 422 and "choose a JSONL file" in refused.text
 
 
+@pytest.fixture
+def temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary folder of the test's own, where what an upload leaves behind shows."""
+    folder = tmp_path / "temp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def test_a_file_name_longer_than_a_job_keeps_is_refused(
+    admin: Admin, engine: Engine, temp_dir: Path
+) -> None:
+    content = "".join(good_lines(1)).encode()
+    refused = upload(admin, "x" * 252 + ".jsonl", content)
+    assert refused.status_code == 422
+    message = "the file&#39;s name has 258 characters, more than the 255 a job keeps: rename it"
+    assert message in refused.text and "Nothing was imported." in refused.text
+    with Session(engine) as session:
+        assert session.scalar(select(func.count()).select_from(ImportJob)) == 0
+    assert list(temp_dir.iterdir()) == []
+    job, _ = finished(admin, engine, upload(admin, "x" * 249 + ".jsonl", content))
+    assert job.status == JobStatus.SUCCEEDED and len(job.filename) == 255
+    assert list(temp_dir.iterdir()) == []
+
+
+def test_an_upload_that_fails_leaves_no_file_behind(
+    admin: Admin, temp_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_job(*_args: object) -> None:
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(import_jobs, "add_job", no_job)
+    with pytest.raises(RuntimeError, match="went away"):
+        upload(admin, "good.jsonl", "".join(good_lines(2)).encode())
+    assert list(temp_dir.iterdir()) == []
+
+
 def test_jobs_left_unfinished_are_marked_interrupted_when_the_app_starts(engine: Engine) -> None:
     with Session(engine) as session:
         left = [ImportJob(kind="prm800k", filename="big.jsonl", status=s) for s in UNFINISHED]
@@ -255,12 +293,12 @@ def test_an_upload_leaves_the_garbage_collector_on(session: Session) -> None:
     assert collecting == [True] * 3
 
 
-def test_an_upload_is_spooled_and_its_lines_counted() -> None:
-    path, lines = import_jobs.spool(io.BytesIO(b"{}\n\n{}"))
-    try:
-        assert path.read_bytes() == b"{}\n\n{}" and lines == 3
-    finally:
-        path.unlink()
+def test_an_upload_is_spooled_and_its_lines_counted(temp_dir: Path) -> None:
+    upload, lines = import_jobs.spool(io.BytesIO(b"{}\n\n{}"))
+    with upload:
+        assert upload.read() == b"{}\n\n{}" and lines == 3
+        # The copy has no name: nothing is left of it in the folder, whatever happens.
+        assert list(temp_dir.iterdir()) == []
 
 
 def test_upload_name_keeps_only_the_file_name() -> None:
