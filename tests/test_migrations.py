@@ -3,10 +3,12 @@
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
+from sqlalchemy.orm import Session
 
 from app import schema
 from app.db import make_engine
-from app.models import Base
+from app.models import Base, Label, TaskStyle
+from tests.factories import make_label, make_solution, make_user
 
 
 def test_upgrade_matches_models_and_downgrade_empties(database_factory: object) -> None:
@@ -25,5 +27,33 @@ def test_upgrade_matches_models_and_downgrade_empties(database_factory: object) 
         schema.downgrade(url, "base")
         with engine.connect() as connection:
             assert set(inspect(connection).get_table_names()) <= {"alembic_version"}
+    finally:
+        engine.dispose()
+
+
+def test_phase1_labels_lose_their_generation_and_get_it_back(database_factory: object) -> None:
+    # Revision 0010: labels of phase-1 tasks, stored with their solution's generation
+    # before, carry none (as PRM800K's phase 1); downgrade gives it back.
+    url = database_factory.new_url()  # type: ignore[attr-defined]
+    schema.downgrade(url, "0009")
+    engine = make_engine(url)
+    try:
+        with Session(engine) as session:
+            labeler = make_user(session, "alice")
+            phase1 = make_solution(session, generation=3)
+            phase1.style = TaskStyle.PHASE1.value
+            phase2 = make_solution(session, generation=3)
+            labels = [make_label(session, labeler, s, [[1], [1]]) for s in (phase1, phase2)]
+            session.commit()
+            ids = [label.id for label in labels]
+
+        def generations() -> list[int | None]:
+            with Session(engine) as session:
+                return [session.get_one(Label, label_id).generation for label_id in ids]
+
+        schema.upgrade(url)
+        assert generations() == [None, 3]
+        schema.downgrade(url, "0009")
+        assert generations() == [3, 3]
     finally:
         engine.dispose()

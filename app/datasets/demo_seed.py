@@ -46,6 +46,8 @@ ALTERNATIVE_TASKS = 3
 """Phase-2 solutions with alternatives at their slip: the first with a slip in the queue."""
 ALTERNATIVES_AT = 1
 """The queue position the first of them moves to, before the phase-1 tasks."""
+GOLD_MS_PER_STEP = 20_000
+"""The time the admin's gold labels record per step rated: every PRM800K line has one."""
 
 
 @dataclass
@@ -192,9 +194,10 @@ def _admin_label(
         (answer_key.steps, answer_key.answer, answer_key.score),
     )
     steps = [
-        # PRM800K chooses no completion at a negative step.
+        # PRM800K chooses no completion at a negative step, and leaves a pre-generated
+        # step's flag null.
         prm800k.step_dict(
-            [prm800k.completion_dict(text, rating, False)], None, 0 if rating >= 0 else None
+            [prm800k.completion_dict(text, rating, None)], None, 0 if rating >= 0 else None
         )
         for text, rating in zip(answer_key.steps, answer_key.ratings, strict=False)
     ]
@@ -206,6 +209,6 @@ def _admin_label(
         is_initial_screening=False,
         question=question,
         steps=steps,
-        total_time=None,
+        total_time=GOLD_MS_PER_STEP * len(steps),
         finish_reason=answer_key.finish_reason,
     )

@@ -234,7 +234,8 @@ def _label_row(
         "problem_id": task.problem_id,
         "solution_id": task.solution_id,
         "timestamp": now,
-        "generation": task.generation,
+        # PRM800K's phase-1 lines carry no generation: phase 1 came before active learning.
+        "generation": None if task.style == TaskStyle.PHASE1.value else task.generation,
         "is_quality_control": task.is_gold,
         "is_initial_screening": task.is_screening,
         "total_time": spent,
@@ -250,12 +251,15 @@ def _label_step(
     """The ``label_steps`` row of one submitted step, and its ``step_completions`` rows."""
     texts = [(task.steps or [])[index], *_alternatives(task, index)]
     ratings = [step.rating, *step.alternative_ratings]
-    flags = [step.flagged] + [False] * len(step.alternative_ratings)
     if task.style == TaskStyle.PHASE1.value:
         chosen = step.chosen
+        own_flag: bool | None = step.flagged
     else:
         # The labeler went on with the step unless it was wrong, as PRM800K records it.
         chosen = None if step.rating == -1 else 0
+        # PRM800K's phase 2 leaves a pre-generated step's flag null; only a flag is written.
+        own_flag = True if step.flagged else None
+    flags = [own_flag] + [False] * len(step.alternative_ratings)
     human = (
         {"text": step.human_text.strip(), "rating": None, "source": "human", "flagged": False}
         if step.human_text is not None

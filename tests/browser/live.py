@@ -50,6 +50,8 @@ class SolutionSpec:
     answer: str | None = None
     """The reference answer; the factory's default when None."""
     style: str = "phase2"
+    reference_solution: str | None = None
+    verifier_score: float | None = None
 
 
 @contextmanager
@@ -130,6 +132,8 @@ def queue(engine: Engine, *specs: SolutionSpec) -> list[int]:
             )
             if spec.answer is not None:
                 solution.answer = solution.problem.ground_truth_answer = spec.answer
+            solution.problem.ground_truth_solution = spec.reference_solution
+            solution.verifier_score = spec.verifier_score
             solution.style = spec.style
             solutions.append(solution)
         session.commit()

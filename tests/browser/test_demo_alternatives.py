@@ -112,7 +112,7 @@ def test_a_demo_labeler_rates_the_alternatives_at_the_slip(
     assert prm800k.Record.model_validate(record)
     assert record["label"]["steps"][slip.index] == {
         "completions": [
-            {"text": (second.steps or [])[slip.index], "rating": -1, "flagged": False},
+            {"text": (second.steps or [])[slip.index], "rating": -1, "flagged": None},
             *(
                 {"text": text, "rating": slip.alternatives[text], "flagged": False}
                 for text in shown

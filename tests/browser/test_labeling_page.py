@@ -91,7 +91,7 @@ def test_keyboard_only_labeling_swaps_in_the_next_task(
     assert (label.solution_id, label.finish_reason) == (first, "solution")
     assert ratings(label) == [[1], [1], [1]]
     assert [s.chosen_completion for s in label.steps] == [0, 0, 0]
-    assert [s.completions[0].flagged for s in label.steps] == [False, False, False]
+    assert [s.completions[0].flagged for s in label.steps] == [None, None, None]
     assert label.total_time is not None
     with Session(live_app.engine) as session:
         assignment = session.get(Assignment, int(swap.after or 0))
@@ -138,13 +138,13 @@ def test_negative_step_shows_alternatives_to_rate_before_submit(
     assert record["label"]["finish_reason"] == "found_error"
     assert record["label"]["steps"] == [
         {
-            "completions": [{"text": steps[0], "rating": 1, "flagged": False}],
+            "completions": [{"text": steps[0], "rating": 1, "flagged": None}],
             "human_completion": None,
             "chosen_completion": 0,
         },
         {
             "completions": [
-                {"text": steps[1], "rating": -1, "flagged": False},
+                {"text": steps[1], "rating": -1, "flagged": None},
                 {"text": STEP_2_ALTERNATIVES[0], "rating": 1, "flagged": False},
                 {"text": STEP_2_ALTERNATIVES[1], "rating": 0, "flagged": False},
             ],
@@ -192,7 +192,7 @@ def test_flag_undo_and_keys_dialog(live_app: LiveApp, labeler: Labeler, page: Pa
     [label] = labels_of(live_app.engine, labeler)
     assert label.finish_reason == "solution"
     assert ratings(label) == [[1], [0], [1]]
-    assert [s.completions[0].flagged for s in label.steps] == [True, False, False]
+    assert [s.completions[0].flagged for s in label.steps] == [True, None, None]
 
 
 def finish_with_reason(page: Page, button: str, title: str, note: str) -> None:
@@ -322,7 +322,7 @@ def test_reload_keeps_the_draft_and_the_task(
     [label] = labels_of(live_app.engine, labeler)
     assert label.finish_reason == "found_error"
     assert ratings(label) == [[1], [0], [-1]]
-    assert [s.completions[0].flagged for s in label.steps] == [False, False, True]
+    assert [s.completions[0].flagged for s in label.steps] == [None, None, True]
 
 
 def expect_inert_and_typeset(page: Page) -> None:
@@ -430,7 +430,7 @@ def test_f_flags_the_focused_step(live_app: LiveApp, labeler: Labeler, page: Pag
     expect_queue_empty(page)
 
     [label] = labels_of(live_app.engine, labeler)
-    assert [s.completions[0].flagged for s in label.steps] == [True, False, True]
+    assert [s.completions[0].flagged for s in label.steps] == [True, None, True]
 
 
 def test_undo_reaches_back_past_a_reload(live_app: LiveApp, labeler: Labeler, page: Page) -> None:

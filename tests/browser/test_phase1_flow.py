@@ -137,7 +137,7 @@ def candidates(texts: list[str], ratings: list[int]) -> list[dict[str, object]]:
 def expect_as_prm800k_phase1(record: dict[str, Any]) -> None:
     """The record is shaped as PRM800K's phase-1 lines, written steps and all."""
     steps, alternatives = PHASE1.steps, PHASE1.alternatives or []
-    assert record["generation"] == 0
+    assert record["generation"] is None
     assert record["question"] == {"problem": PHASE1.problem_text, "ground_truth_answer": "29"}
     label = record["label"]
 

@@ -41,6 +41,7 @@ from app.models import (
 )
 from app.quality.scoring import labeler_quality
 from tests.factories import make_label
+from tests.prm800k_shapes import expect_as_the_real_lines
 
 NOW = datetime(2026, 11, 23, 9, 0)
 RULES = QueueRules(lease=timedelta(minutes=30), overlap=1, qc_rate=0.0)
@@ -114,6 +115,16 @@ def test_quality_control_questions_carry_the_admins_answer_key(session: Session)
             assert right and ratings == [1] * len(solution.steps or [])
         finishes.append(gold.finish_reason)
     assert sorted(finishes) == ["found_error", "solution"]
+
+
+def test_the_gold_labels_export_as_prm800k_writes_its_lines(session: Session) -> None:
+    # A time spent, as every real line has, and a pre-generated step's flag null.
+    seed(session)
+    records = list(iter_records(session, ExportFilter(labelers=["admin"])))
+    assert len(records) == QUALITY_CONTROL_QUESTIONS
+    for record in records:
+        assert isinstance(record["label"]["total_time"], int)
+        expect_as_the_real_lines(record, phase1=False)
 
 
 def test_quality_control_moves_when_a_demo_labeler_answers(session: Session) -> None:
@@ -239,7 +250,7 @@ def test_a_new_labeler_meets_alternatives_early_and_the_export_rates_them(
     assert record["label"]["finish_reason"] == "found_error"
     assert record["label"]["steps"][slip.index] == {
         "completions": [
-            {"text": (task.steps or [])[slip.index], "rating": -1, "flagged": False},
+            {"text": (task.steps or [])[slip.index], "rating": -1, "flagged": None},
             *(
                 {"text": text, "rating": rating, "flagged": False}
                 for text, rating in zip(alternatives, ratings, strict=True)

@@ -169,10 +169,11 @@ def test_the_stored_label_exports_as_prm800k(session: Session) -> None:
     first, second = record.label.steps
     assert [(c.text, c.rating, c.flagged) for c in first.completions] == [(STEPS[0], 1, True)]
     assert first.chosen_completion == 0
-    assert [(c.text, c.rating) for c in second.completions] == [
-        (STEPS[1], -1),
-        ("Then $2+2=4$.", 1),
-        ("So $4$.", 0),
+    # PRM800K's phase 2: a pre-generated step's flag is null unless flagged.
+    assert [(c.text, c.rating, c.flagged) for c in second.completions] == [
+        (STEPS[1], -1, None),
+        ("Then $2+2=4$.", 1, False),
+        ("So $4$.", 0, False),
     ]
     assert second.chosen_completion is None
 
@@ -284,8 +285,9 @@ def test_a_phase1_label_keeps_choices_and_human_steps(session: Session) -> None:
     out = io.StringIO()
     write_export(session, out, ExportFilter())
     record = prm800k.parse_line(out.getvalue())
-    # Phase-1 labels export the question as PRM800K's phase 1 wrote it.
+    # Phase-1 labels export the question as PRM800K's phase 1 wrote it, and no generation.
     assert isinstance(record.question, prm800k.Phase1Question)
+    assert record.generation is None
     first, second, third = record.label.steps
     assert [(c.text, c.rating, c.flagged) for c in first.completions] == [
         (STEPS[0], 0, True),
