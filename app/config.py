@@ -1,7 +1,9 @@
 """Settings, read from the environment (prefix ``STEPLABEL_``) or a ``.env`` file."""
 
 import ipaddress
+import os
 import secrets
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
@@ -11,6 +13,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ENV_PREFIX = "STEPLABEL_"
 SUPPORTED_DATABASES = ("sqlite", "postgresql+psycopg")
+SECRET_KEY_MIN_CHARS = 32
+"""The shortest session key accepted, spaces around it not counted: anyone who guesses the
+key can sign a cookie that logs them in as anyone."""
 
 
 class SettingsError(RuntimeError):
@@ -26,8 +31,9 @@ class Settings(BaseSettings):
     sql_echo: bool = False
     """Log every SQL statement (debugging)."""
 
-    secret_key: str | None = Field(default=None, min_length=32)
-    """Signs session cookies. Unset: a random key kept in ``secret_key_file``."""
+    secret_key: str | None = None
+    """Signs session cookies (SECRET_KEY_MIN_CHARS or more). Unset: a random key kept in
+    ``secret_key_file``."""
 
     secret_key_file: Path = Path("steplabel-secret.key")
 
@@ -156,6 +162,17 @@ class Settings(BaseSettings):
                 raise ValueError(f"{entry!r} is not an IP address or network") from None
         return entries
 
+    @field_validator("secret_key")
+    @classmethod
+    def _long_enough_key(cls, key: str | None) -> str | None:
+        if key is not None and len(key.strip()) < SECRET_KEY_MIN_CHARS:
+            raise ValueError(
+                f"a session key needs at least {SECRET_KEY_MIN_CHARS} characters besides "
+                "spaces: make one with python -c 'import secrets; "
+                "print(secrets.token_urlsafe(48))', or unset it to have one made and kept"
+            )
+        return key
+
     @field_validator("database_url")
     @classmethod
     def _known_database(cls, url: str) -> str:
@@ -187,11 +204,51 @@ def get_settings() -> Settings:
 
 
 def session_secret(settings: Settings) -> str:
-    """The cookie-signing key: the setting, else one made once and kept in a file."""
+    """The cookie-signing key: the setting, else one made once and kept in a file.
+
+    SettingsError when the file holds a key too short to trust (empty, say): the server
+    does not start on it."""
     if settings.secret_key:
         return settings.secret_key
     path = settings.secret_key_file
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(48))
-        path.chmod(0o600)
-    return path.read_text().strip()
+        _keep_new_key(path)
+    key = path.read_text().strip()
+    if len(key) < SECRET_KEY_MIN_CHARS:
+        raise SettingsError(
+            f"{path} holds a session key of {len(key)} characters, fewer than the "
+            f"{SECRET_KEY_MIN_CHARS} needed: delete it to have a new key made (everyone is "
+            f"logged out), or set {ENV_PREFIX}SECRET_KEY"
+        )
+    return key
+
+
+def _keep_new_key(path: Path) -> None:
+    """Put a new random key in ``path``, whole or not at all, unless a key is there already.
+
+    The key is written to a file of its own and flushed to disk, then linked to ``path``,
+    which fails if ``path`` exists: processes starting at once all read the one key that
+    got there first, and a crash or a full disk leaves no key, never part of one."""
+    # mkstemp's file is its owner's alone (0600), as the key's must be.
+    descriptor, draft = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(descriptor, "w") as file:
+            file.write(secrets.token_urlsafe(48))
+            file.flush()
+            os.fsync(file.fileno())
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            return
+        _sync_folder(path.parent)
+    finally:
+        os.unlink(draft)
+
+
+def _sync_folder(folder: Path) -> None:
+    """Flush a folder's entries to disk, so that a file just linked there stays."""
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

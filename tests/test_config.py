@@ -1,7 +1,17 @@
+import errno
+import os
+import re
+import secrets
+import stat
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
 import pytest
 
 from app.cli import main
-from app.config import SettingsError, get_settings
+from app.config import SettingsError, get_settings, session_secret
+from app.main import create_app
 
 
 def test_default_is_an_embedded_sqlite_file(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -38,3 +48,74 @@ def test_cli_fails_at_start_with_the_setting_named(
         main()
     assert exit_info.value.code == 2
     assert "STEPLABEL_DATABASE_URL" in capsys.readouterr().err
+
+
+# The session key
+
+
+@pytest.fixture
+def key_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where the session key is kept, with no key set in the environment."""
+    monkeypatch.delenv("STEPLABEL_SECRET_KEY", raising=False)
+    path = tmp_path / "keys" / "steplabel-secret.key"
+    path.parent.mkdir()
+    monkeypatch.setenv("STEPLABEL_SECRET_KEY_FILE", str(path))
+    return path
+
+
+@pytest.mark.parametrize("kept", ["", " \n\t\n", "abc", "k" * 31 + "\n"])
+def test_a_short_key_in_the_file_stops_the_app(key_file: Path, kept: str) -> None:
+    # Anyone could sign a cookie with such a key, and log in as anyone.
+    key_file.write_text(kept)
+    fix = f"{re.escape(str(key_file))} .* fewer than the 32 needed: delete it"
+    with pytest.raises(SettingsError, match=fix):
+        create_app()
+
+
+@pytest.mark.parametrize("key", ["", " " * 40, "k" * 31])
+def test_a_short_key_in_the_environment_stops_the_app(
+    monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    monkeypatch.setenv("STEPLABEL_SECRET_KEY", key)
+    with pytest.raises(SettingsError, match=r"STEPLABEL_SECRET_KEY: .*at least 32 characters"):
+        create_app()
+
+
+def test_a_new_key_is_kept_and_read_again(key_file: Path) -> None:
+    key = session_secret(get_settings())
+    assert len(key) >= 32 and key_file.read_text() == key
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert session_secret(get_settings()) == key
+    assert list(key_file.parent.iterdir()) == [key_file]
+
+
+def test_processes_starting_at_once_agree_on_one_key(
+    key_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    starts = 8
+    # Each makes its key at the same moment: after it found no file, before it writes one.
+    made_at_once = threading.Barrier(starts)
+    token_urlsafe = secrets.token_urlsafe
+
+    def at_once(length: int) -> str:
+        made_at_once.wait()
+        return token_urlsafe(length)
+
+    monkeypatch.setattr(secrets, "token_urlsafe", at_once)
+    with ThreadPoolExecutor(starts) as pool:
+        keys = set(pool.map(lambda _: session_secret(get_settings()), range(starts)))
+    assert keys == {key_file.read_text()}
+    assert list(key_file.parent.iterdir()) == [key_file]
+
+
+def test_a_key_that_could_not_be_written_whole_is_not_kept(
+    key_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A full disk (or a crash) at the first start must not leave an empty key behind.
+    def full_disk(_descriptor: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        session_secret(get_settings())
+    assert list(key_file.parent.iterdir()) == []
