@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from sqlalchemy import Connection
 
 from app.content_keys import content_key
@@ -30,6 +30,8 @@ from app.labeling.queue import Labeler
 from app.labeling.repository import LabelWrites, LeasedTask
 from app.models import FinishReason, TaskStyle, utc_now
 
+# Strict: read leniently, "yes" would be a flag and "5" a time (a page sends JSON's own
+# types, and a client that sends others gets a 422, not a guess).
 Rating = Annotated[int, Field(ge=-1, le=1, strict=True)]
 MAX_TASK_TIME = timedelta(hours=8)
 """Longer than any real sitting: a page left open overnight does not count as work."""
@@ -44,10 +46,10 @@ class StepInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     rating: Rating
-    flagged: bool = False
+    flagged: StrictBool = False
     alternative_ratings: list[Rating] = []
     """Ratings of the step's alternative completions (phase 2: at the negative step only)."""
-    chosen: int | None = None
+    chosen: StrictInt | None = None
     """Phase 1: the candidate the labeler continued with (0 is the step itself)."""
     human_text: Text | None = None
     """Phase 1: the labeler's own step, instead of a candidate; at most
@@ -59,7 +61,7 @@ class SubmissionInput(BaseModel):
 
     steps: list[StepInput]
     finish_reason: FinishReason
-    total_time: Annotated[int, Field(ge=0)]
+    total_time: Annotated[StrictInt, Field(ge=0)]
     """Milliseconds the labeler spent, as the page measured it."""
     note: Text = ""
     """Why the labeler gave up or found the problem bad; at most NOTE_MAX_CHARS."""

@@ -129,6 +129,29 @@ def test_submit_is_idempotent_and_rules_answer_422(
         assert session.scalar(select(func.count()).select_from(Label)) == 1
 
 
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"steps": [{"rating": 1, "flagged": "yes"}, {"rating": 0}]},
+        {"steps": [{"rating": 1, "flagged": 1}, {"rating": 0}]},
+        {"steps": [{"rating": "1"}, {"rating": 0}]},
+        {"total_time": "5"},
+        {"total_time": 5.0},
+        {"total_time": True},
+    ],
+)
+def test_a_value_of_another_type_answers_422_and_stores_nothing(
+    app_client: TestClient, engine: Engine, queued: list[int], changed: dict[str, object]
+) -> None:
+    # Read leniently, "yes" would be a flag and "5" a time: a submit is valid, or a 422.
+    headers = {"X-CSRF-Token": labeler(app_client, engine)}
+    url = f"/api/tasks/{task_id(app_client.get('/label/next').text)}/label"
+    refused = app_client.post(url, json={**SOLVED, **changed}, headers=headers)
+    assert refused.status_code == 422, refused.text
+    with Session(engine) as session:
+        assert session.scalar(select(func.count()).select_from(Label)) == 0
+
+
 def test_a_note_over_the_limit_answers_422_and_stores_nothing(
     app_client: TestClient, engine: Engine, queued: list[int]
 ) -> None:

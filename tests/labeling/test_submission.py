@@ -5,6 +5,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -92,6 +93,15 @@ def test_rules(
     solution = make_solution(session, STEPS, alternatives=[[], ["Then $2+2=4$.", "So $4$."]])
     with pytest.raises(SubmissionError, match=message):
         check_submission(solution, submission(ratings, reason, **extra))
+
+
+@pytest.mark.parametrize("chosen", ["0", 0.0, False])
+def test_a_choice_of_another_type_is_refused(chosen: object) -> None:
+    step = {"rating": 1, "alternative_ratings": [1], "chosen": chosen}
+    with pytest.raises(ValidationError, match="chosen"):
+        SubmissionInput.model_validate(
+            {"steps": [step], "finish_reason": "give_up", "note": "n", "total_time": 5}
+        )
 
 
 @pytest.mark.parametrize(
