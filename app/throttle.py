@@ -2,14 +2,18 @@
 
 Three counters cover an attempt: its account from its address, its address (any account)
 and its account (any address). Each lets a few attempts through, then makes the next one
-wait, twice as long after each, up to MAX_DELAY. A delay, never a lock: someone failing an
-account's password from their address slows their address, not the account's owner
-elsewhere (the account's own counter allows far more attempts than one address gets, to
-slow guessing from many addresses), and every delay ends by itself.
+wait, twice as long after each, up to MAX_DELAY. A delay, never a lock: every delay ends by
+itself, and none that others cause holds an account's owner back. The account's own counter
+slows guessing from many addresses, but its delay holds back only addresses that have
+failed at the account: the owner, from an address that has not, always gets their attempt,
+however many addresses are failing their password (OWASP prefers delays by address, and by
+address and account, to locking accounts). Someone failing the password therefore slows
+their own address, and addresses that already failed at the account.
 
 An attempt is counted before its password is checked, in a transaction of its own that
 commits at once: concurrent guesses see each other's counts and can never check more
-passwords than the counters allow. A successful login gives its attempt back.
+passwords than the counters allow. A successful login gives its attempt back and forgets
+the account's failures from its address, and only those: other addresses' counts stand.
 """
 
 from dataclasses import dataclass
@@ -26,7 +30,8 @@ FREE_FROM_ONE_ADDRESS = 5
 FREE_PER_ADDRESS = 20
 """Attempts at any accounts from one address before the delays start."""
 FREE_PER_ACCOUNT = 50
-"""Attempts at one account from any addresses before the delays start."""
+"""Attempts at one account from any addresses before the delays start for the addresses
+that failed at it."""
 FIRST_DELAY = timedelta(seconds=30)
 MAX_DELAY = timedelta(minutes=15)
 FORGET_AFTER = timedelta(hours=1)
@@ -43,6 +48,16 @@ class Counter:
     address: str
     free: int
     """Attempts allowed before each next one waits."""
+
+    @property
+    def is_account_wide(self) -> bool:
+        """Counts attempts at one account from any address."""
+        return self.address == ANY
+
+    @property
+    def is_pair(self) -> bool:
+        """Counts attempts at one account from one address."""
+        return ANY not in (self.name, self.address)
 
 
 def counters_of(name: str, address: str) -> list[Counter]:
@@ -75,7 +90,18 @@ def take_attempt(engine: Engine, name: str, address: str, now: datetime) -> date
     with engine.begin() as connection:
         counters = counters_of(name, address)
         rows = [_locked(connection, counter, now) for counter in counters]
-        waits = [until for _, until in rows if until is not None and until > now]
+        # Failed at the account from here (or an attempt from here is under way): only
+        # then does the account's delay apply, so that one from a new address goes through.
+        tried_here = any(
+            attempts > 0
+            for counter, (attempts, _) in zip(counters, rows, strict=True)
+            if counter.is_pair
+        )
+        waits = [
+            until
+            for counter, (_, until) in zip(counters, rows, strict=True)
+            if until is not None and until > now and (tried_here or not counter.is_account_wide)
+        ]
         if waits:
             return max(waits)
         for counter, (attempts, _) in zip(counters, rows, strict=True):
@@ -109,20 +135,25 @@ def _locked(connection: Connection, counter: Counter, now: datetime) -> tuple[in
 
 
 def give_back(session: Session, name: str, address: str) -> None:
-    """After a successful login: forget the account's failures (its owner just proved the
-    password) and return the attempt to the address, whose other guesses still count."""
-    clear(session, name)
-    attempts = _THROTTLES.c.attempts - 1
-    session.execute(
-        update(_THROTTLES)
-        .where(_THROTTLES.c.name == ANY, _THROTTLES.c.address == address)
-        .values(
-            attempts=attempts,
-            blocked_until=case((attempts >= FREE_PER_ADDRESS, _THROTTLES.c.blocked_until)),
+    """After a successful login: forget the account's failures from this address (its
+    owner just proved the password here) and return the attempt to the address's and the
+    account's counters, where others' failures still count."""
+    for counter in counters_of(name, address):  # in the order take_attempt locks them
+        row = (_THROTTLES.c.name == counter.name, _THROTTLES.c.address == counter.address)
+        if counter.is_pair:
+            session.execute(delete(_THROTTLES).where(*row))
+            continue
+        attempts = _THROTTLES.c.attempts - 1
+        session.execute(
+            update(_THROTTLES)
+            .where(*row)
+            .values(
+                attempts=attempts,
+                blocked_until=case((attempts >= counter.free, _THROTTLES.c.blocked_until)),
+            )
         )
-    )
 
 
 def clear(session: Session, name: str) -> None:
-    """Lift every delay on the account (an admin reset its password, or its owner logged in)."""
+    """Lift every delay on the account, from every address (an admin reset its password)."""
     session.execute(delete(_THROTTLES).where(_THROTTLES.c.name == name))

@@ -1,6 +1,7 @@
 """Login throttling: delays that grow, never a lock that anyone can put on an account, and
 counts that concurrent guesses cannot get past."""
 
+import functools
 import re
 import threading
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from app import auth
 from app.auth import LoginThrottled, authenticate
 from app.db import transaction
 from app.main import create_app
@@ -20,6 +22,7 @@ from app.models import utc_now
 from app.throttle import (
     FIRST_DELAY,
     FREE_FROM_ONE_ADDRESS,
+    FREE_PER_ACCOUNT,
     FREE_PER_ADDRESS,
     MAX_DELAY,
     delay_after,
@@ -31,6 +34,13 @@ from tests.web import add_user, csrf_from, log_in
 ATTACKER = ("203.0.113.66", 50000)
 OWNER = ("198.51.100.7", 50000)
 GUESSES = 32
+
+
+@pytest.fixture(autouse=True)
+def _password_checks_made_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """argon2 is slow on purpose (up to a second a check on 2 busy cores), and these tests
+    check the same passwords many times: each hash and password pair is checked once."""
+    monkeypatch.setattr(auth, "verify_password", functools.cache(auth.verify_password))
 
 
 @pytest.fixture
@@ -47,6 +57,16 @@ def try_login(client: TestClient, password: str) -> httpx.Response:
 
 def guess(client: TestClient, password: str = "wrong") -> int:
     return try_login(client, password).status_code
+
+
+def attempt(engine: Engine, at: datetime, password: str = "wrong", address: str = OWNER[0]) -> str:
+    """A login attempt as alice at ``at``: "in", "wrong", or "wait" (throttled)."""
+    with transaction(engine) as session:
+        try:
+            user = authenticate(session, "alice", password, address, at)
+        except LoginThrottled:
+            return "wait"
+        return "in" if user else "wrong"
 
 
 def test_the_delay_doubles_up_to_its_cap() -> None:
@@ -95,24 +115,58 @@ def test_a_successful_login_forgets_the_accounts_failures(
     assert [guess(app_client) for _ in range(FREE_FROM_ONE_ADDRESS)] == [401] * 5
 
 
+def test_many_addresses_failing_an_account_do_not_keep_its_owner_out(
+    app_client: TestClient, engine: Engine
+) -> None:
+    add_user(engine, "alice")
+    attackers = [TestClient(app_client.app, client=(f"203.0.113.{i}", 50000)) for i in range(10)]
+    failures = [guess(attacker) for attacker in attackers for _ in range(5)]
+    assert failures == [401] * FREE_PER_ACCOUNT
+    # Her own address never failed: other addresses' failures never hold her back.
+    assert try_login(app_client, PASSWORD).status_code == 303
+    # An address that has failed at the account waits for the account's delay, however
+    # few its own failures: many addresses get one guess each, not five.
+    newcomer = TestClient(app_client.app, client=("192.0.2.99", 50000))
+    assert [guess(newcomer), guess(newcomer)] == [401, 429]
+    assert [guess(attacker) for attacker in attackers] == [429] * 10
+
+
+def test_a_sustained_attack_never_keeps_the_owner_out(engine: Engine) -> None:
+    # 50 failures from 10 addresses, then one of them retrying every 0.2 s for 100 s
+    # (refused tries cost it nothing), while the owner logs in every 3 s from her address.
+    add_user(engine, "alice")
+    start = utc_now()
+    for index in range(10):
+        for _ in range(FREE_FROM_ONE_ADDRESS):
+            assert attempt(engine, start, address=f"203.0.113.{index}") == "wrong"
+    owners = []
+    for tick in range(500):
+        at = start + timedelta(seconds=tick / 5)
+        assert attempt(engine, at, address="203.0.113.0") in ("wrong", "wait")
+        if tick % 15 == 0:
+            owners.append(attempt(engine, at, PASSWORD, address=OWNER[0]))
+    assert owners == ["in"] * 34
+
+
+def test_the_owners_login_keeps_the_counters_of_other_addresses(
+    app_client: TestClient, engine: Engine
+) -> None:
+    add_user(engine, "alice")
+    attacker = TestClient(app_client.app, client=ATTACKER)
+    assert [guess(attacker) for _ in range(FREE_FROM_ONE_ADDRESS)] == [401] * 5
+    log_in(app_client, "alice")
+    assert guess(attacker) == 429
+
+
 def test_the_delay_ends_by_itself(engine: Engine) -> None:
     add_user(engine, "alice")
     start = utc_now()
-
-    def attempt(at: datetime, password: str = "wrong") -> str:
-        with transaction(engine) as session:
-            try:
-                user = authenticate(session, "alice", password, OWNER[0], at)
-            except LoginThrottled:
-                return "wait"
-            return "in" if user else "wrong"
-
-    assert [attempt(start) for _ in range(6)] == ["wrong"] * 5 + ["wait"]
-    assert attempt(start + FIRST_DELAY - timedelta(seconds=1), PASSWORD) == "wait"
-    assert attempt(start + FIRST_DELAY) == "wrong"
+    assert [attempt(engine, start) for _ in range(6)] == ["wrong"] * 5 + ["wait"]
+    assert attempt(engine, start + FIRST_DELAY - timedelta(seconds=1), PASSWORD) == "wait"
+    assert attempt(engine, start + FIRST_DELAY) == "wrong"
     # The next wait is twice as long.
-    assert attempt(start + 2 * FIRST_DELAY, PASSWORD) == "wait"
-    assert attempt(start + 3 * FIRST_DELAY, PASSWORD) == "in"
+    assert attempt(engine, start + 2 * FIRST_DELAY, PASSWORD) == "wait"
+    assert attempt(engine, start + 3 * FIRST_DELAY, PASSWORD) == "in"
 
 
 def concurrent_guesses(engine: Engine, names: list[str], address: str) -> list[str]:
