@@ -8,8 +8,11 @@ inputs reach the routes' code and not only the login and CSRF checks. The schema
 sends the same requests each time, so a failure is never a fluke of the seed.
 
 SQLite takes the full run; Postgres, whose INTEGER columns stop at 2**31 - 1, a shorter one.
+Beside them go the inputs the generator cannot make: a CSRF token that is not ASCII, and an
+upload whose file name is longer than its job keeps.
 """
 
+import re
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -28,6 +31,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app import users
+from app.auth import CSRF_FIELD, CSRF_HEADER
 from app.main import create_app
 from app.models import Role
 from tests.conftest import DatabaseFactory
@@ -186,3 +190,39 @@ def test_no_generated_request_gets_a_server_error(
     print(dict(total.statuses))
     assert not total.server_errors, "\n".join(total.server_errors)
     assert total.requests >= MINIMUM_REQUESTS[backend]
+
+
+NOT_ASCII = "é"
+LONG_FILE_NAME = "x" * 300 + ".jsonl"
+
+
+def test_no_token_or_file_name_the_generator_cannot_make_gets_a_server_error(
+    app: FastAPI, engine: Engine
+) -> None:
+    # The token is the actor's, not the schema's, and a generated upload's file name is
+    # schemathesis's own: both are sent here, to every operation that changes state.
+    server_errors = []
+    admins_upload = None
+    for actor in [Actor(app, engine, role) for role in ROLES]:
+        actor.log_in()
+        client = TestClient(app, cookies=actor.cookies, raise_server_exceptions=False)
+        for operation in _operations(app):
+            if operation.method.upper() == "GET":
+                continue
+            path = re.sub(r"\{\w+\}", "1", operation.path)
+            header = client.post(path, headers={CSRF_HEADER: NOT_ASCII.encode()})
+            form = client.post(path, data={CSRF_FIELD: NOT_ASCII})
+            for carried_in, response in (("header", header), ("form", form)):
+                if response.status_code >= 500:
+                    server_errors.append(f"{actor.name}: {path}, token in the {carried_in}")
+        dataset = {"file": (LONG_FILE_NAME, b'{"problem": "x"}\n')}
+        upload = client.post(
+            "/admin/imports", data={"kind": "problems"}, files=dataset, headers=actor.headers
+        )
+        if upload.status_code >= 500:
+            server_errors.append(f"{actor.name}: upload of a file with a long name")
+        if actor.role is Role.ADMIN:
+            admins_upload = upload
+    assert not server_errors, "\n".join(server_errors)
+    assert admins_upload is not None and admins_upload.status_code == 422
+    assert "more than the 255 a job keeps" in admins_upload.text
