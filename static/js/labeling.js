@@ -2,8 +2,8 @@
 //
 // Phase-2 tasks: a negative step ends the solution (after rating its alternatives, if any).
 // Phase-1 tasks: rate every candidate of a step, continue with the best one (or choose
-// another, or write your own: when none is positive, or none follows the steps chosen
-// before), and go on to the next step.
+// another, `c` and its number, or write your own, `w`: when none is right, or none follows
+// the steps chosen before), and go on to the next step.
 //
 // Ratings, and the history that `u` undoes, live here until submit, and in localStorage
 // so a reload or a crash loses nothing. Submitting is idempotent on the server, so a retry
@@ -43,8 +43,10 @@
       }),
       chosen: steps.map(function () { return null; }),
       human: steps.map(function () { return null; }),
-      // Phase 1: the labeler opened the box to write a step although a candidate is positive.
+      // Phase 1: the labeler opened the box to write a step although a candidate is right.
       writing: steps.map(function () { return false; }),
+      // Phase 1: the step whose candidate the next number key chooses, after `c`.
+      choosing: null,
       history: [],
       elapsed: 0,
       visibleSince: document.hidden ? null : Date.now(),
@@ -53,7 +55,7 @@
     restoreDraft();
     restoreHumanSteps();
     wireButtons();
-    padForFooter(section.querySelector(".task-footer"));
+    task.padForFooter = padForFooter(section.querySelector(".task-footer"));
     task.heartbeat = setInterval(heartbeat, HEARTBEAT_MS);
     if (window.steplabelRenderMath) window.steplabelRenderMath(section);
     render();
@@ -89,6 +91,22 @@
     return [task.ratings[i]].concat(task.alternatives[i]);
   }
 
+  function allRated(i) {
+    return candidateRatings(i).indexOf(null) === -1;
+  }
+
+  // Phase 1: the last step whose candidates are all rated (-1 before any): the one `c` and
+  // `w` change, unless a button of another step has the focus.
+  function lastRatedStep() {
+    var k = frontier();
+    return k < task.steps.length && allRated(k) ? k : k - 1;
+  }
+
+  function choiceStep() {
+    var focused = focusedStep();
+    return focused !== -1 && allRated(focused) ? focused : lastRatedStep();
+  }
+
   // Phase 1: continue with the best candidate once all are rated, unless one is chosen.
   function settleChoice(i) {
     var ratings = candidateRatings(i);
@@ -100,11 +118,45 @@
 
   function choose(step, candidate) {
     var ratings = candidateRatings(step);
-    if (ratings.indexOf(null) !== -1 || ratings[candidate] === null || ratings[candidate] === -1) return;
+    if (!allRated(step) || candidate >= ratings.length) return;
+    if (ratings[candidate] === -1) {
+      setStatus("Candidate " + (candidate + 1) + " of step " + (step + 1) +
+        " is rated negative: continue with another, or write the step.", true);
+      return;
+    }
     task.history.push({ step: step, choice: true, chosen: task.chosen[step], human: task.human[step] });
     task.chosen[step] = candidate;
     task.human[step] = null;
+    task.writing[step] = false;
+    // Back to the keys: Enter submits now, instead of pressing the chosen button again.
+    if (document.activeElement) document.activeElement.blur();
     changed();
+  }
+
+  // `c`: the next number key chooses a candidate of the step just rated.
+  function startChoosing() {
+    var step = choiceStep();
+    if (step === -1) {
+      setStatus("Rate the candidates of step 1 first; then c and a number chooses one.");
+      return;
+    }
+    task.choosing = step;
+    setStatus("Continue step " + (step + 1) + " with candidate number… press 1 to " +
+      candidateRatings(step).length + ", or Esc.");
+  }
+
+  // The key after `c`: a candidate's number chooses it (true); any other key lets `c` go
+  // and does what it does (false), Esc nothing more.
+  function chooseByKey(event) {
+    var step = task.choosing;
+    task.choosing = null;
+    var number = /^[1-9]$/.test(event.key) ? Number(event.key) : 0;
+    if (number && number <= candidateRatings(step).length) {
+      choose(step, number - 1);
+      return true;
+    }
+    render();
+    return event.key === "Escape";
   }
 
   function useHuman(step) {
@@ -123,6 +175,7 @@
     task.history.push({ step: step, choice: true, chosen: task.chosen[step], human: task.human[step] });
     task.human[step] = text;
     task.chosen[step] = null;
+    task.writing[step] = false;
     // Back to the keys: the next step's ratings, or Enter to submit.
     if (document.activeElement) document.activeElement.blur();
     changed();
@@ -132,6 +185,13 @@
     task.writing[step] = true;
     render();
     task.steps[step].querySelector(".human-step textarea").focus();
+  }
+
+  // Esc in the box: back to the keys; the box closes unless the step has nothing else.
+  function leaveBox(step) {
+    document.activeElement.blur();
+    task.writing[step] = false;
+    render();
   }
 
   // A step written before a reload shows in its box again.
@@ -205,6 +265,7 @@
     pad();
     footerWatch = new ResizeObserver(pad);
     footerWatch.observe(footer);
+    return pad;
   }
 
   function changed() {
@@ -239,6 +300,9 @@
     if (!task.sending) setStatus(describe(k, current, reason));
     var focus = task.section.querySelector("li.current");
     if (focus) {
+      // Now: the observer would pad for a footer that a longer status just made taller
+      // only after this scroll.
+      task.padForFooter();
       // The whole step first, with its Unsure button and (phase 1) its "write the step"
       // link below the candidates, then the item being rated, should the step not fit.
       focus.closest("li.step").scrollIntoView({ block: "nearest" });
@@ -248,33 +312,49 @@
 
   function renderCandidates(step, i, current) {
     var ratings = candidateRatings(i);
+    var rated = allRated(i);
     step.querySelectorAll("li.candidate").forEach(function (item, c) {
       markPressed(item.querySelector(".step-controls"), ratings[c]);
       var choice = item.querySelector('[data-action="choose"]');
-      choice.setAttribute("aria-pressed", String(task.chosen[i] === c));
-      choice.disabled = ratings.indexOf(null) !== -1 || ratings[c] === -1;
+      if (choice) {
+        choice.setAttribute("aria-pressed", String(task.chosen[i] === c));
+        choice.disabled = !rated || ratings[c] === -1;
+      }
       item.classList.toggle("chosen", task.chosen[i] === c);
       var isTarget = !!current && current.step === i &&
         (c === 0 ? current.alternative === undefined : current.alternative === c - 1);
       item.classList.toggle("current", isTarget);
     });
     step.querySelector('[data-action="flag"]').setAttribute("aria-pressed", String(task.flags[i]));
-    var human = step.querySelector(".human-step");
-    var rated = ratings.indexOf(null) === -1;
-    var asked = ratings.indexOf(1) === -1 || task.writing[i] || task.human[i] !== null;
-    human.hidden = !rated || !asked;
-    step.querySelector(".write-own").hidden = !rated || asked;
-    human.classList.toggle("used", task.human[i] !== null);
-    if (!human.hidden && task.chosen[i] === null && task.human[i] === null) {
-      human.querySelector("textarea").focus();
-    }
+    var used = task.human[i] !== null;
+    // The box opens by itself only where every candidate is wrong; else on request.
+    var allWrong = rated && ratings.indexOf(1) === -1 && ratings.indexOf(0) === -1;
+    var editing = rated && (task.writing[i] || (allWrong && !used));
+    var editor = step.querySelector(".human-edit");
+    var opening = editing && editor.hidden;
+    editor.hidden = !editing;
+    step.querySelector(".human-step").hidden = !editing && !used;
+    renderPreview(step.querySelector(".human-preview"), task.human[i], editing);
+    step.querySelector(".write-own").hidden = editing || used || i !== lastRatedStep();
+    if (opening && allWrong && !used) editor.querySelector("textarea").focus();
+  }
+
+  // The labeler's step, typeset and marked as the step in use, as a chosen candidate is.
+  function renderPreview(preview, text, editing) {
+    preview.hidden = text === null;
+    preview.querySelector('[data-action="edit-human"]').hidden = editing;
+    if (text === null || preview.dataset.text === text) return;
+    var body = preview.querySelector(".step-text");
+    body.textContent = text;
+    preview.dataset.text = text;
+    if (window.steplabelRenderMath) window.steplabelRenderMath(body);
   }
 
   function describe(k, current, reason) {
     if (reason === "solution") return "All steps rated. Press Enter to submit.";
     if (reason === "found_error") return "Error found at step " + (k + 1) + ". Press Enter to submit.";
     if (task.phase1 && !current && k < task.steps.length) {
-      return "No candidate of step " + (k + 1) + " is positive: write the step yourself.";
+      return "Every candidate of step " + (k + 1) + " is negative: write the step yourself.";
     }
     if (task.phase1 && current) {
       return "Rate candidate " + ((current.alternative === undefined ? 0 : current.alternative + 1) + 1) +
@@ -304,17 +384,22 @@
       item.querySelectorAll("[data-rating]").forEach(function (button) {
         button.addEventListener("click", function () { rate(i, alternative, Number(button.dataset.rating)); });
       });
-      item.querySelector('[data-action="choose"]').addEventListener("click", function () { choose(i, c); });
+      var choice = item.querySelector('[data-action="choose"]');
+      if (choice) choice.addEventListener("click", function () { choose(i, c); });
     });
     step.querySelector('[data-action="flag"]').addEventListener("click", function () { toggleFlag(i); });
     step.querySelector('[data-action="use-human"]').addEventListener("click", function () { useHuman(i); });
     step.querySelector('[data-action="write-own"]').addEventListener("click", function () { writeOwn(i); });
+    step.querySelector('[data-action="edit-human"]').addEventListener("click", function () { writeOwn(i); });
     var textarea = step.querySelector(".human-step textarea");
     var counter = step.querySelector(".human-step .note-count");
     textarea.addEventListener("keydown", function (event) {
       if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
         event.preventDefault();
         useHuman(i);
+      } else if (event.key === "Escape") {
+        event.preventDefault();
+        leaveBox(i);
       }
     });
     textarea.addEventListener("input", function () {
@@ -508,15 +593,17 @@
   }
 
   // Swap in the next task, from its top, with a message above it (a warning: set apart).
+  // The page goes to its top first, and init then scrolls down only as far as the first
+  // step needs to clear the footer: a long problem would leave it under the footer.
   function loadNext(message, warning) {
     htmx.ajax("GET", "/label/next", { target: "#task", swap: "outerHTML" }).then(function () {
-      init(document.getElementById("task"));
       var flash = document.querySelector(".flash");
       if (flash) {
         flash.textContent = message;
         flash.classList.toggle("warning", !!warning);
       }
       window.scrollTo(0, 0);
+      init(document.getElementById("task"));
     });
   }
 
@@ -602,6 +689,10 @@
     if (!task || typing(event) || event.ctrlKey || event.metaKey || event.altKey) return;
     if (activatesFocused(event)) return;
     if (document.querySelector("dialog[open]")) return;
+    if (task.choosing !== null && chooseByKey(event)) {
+      event.preventDefault();
+      return;
+    }
     var values = { "1": -1, "2": 0, "3": 1 };
     var current = target();
     if (event.key in values) {
@@ -613,6 +704,11 @@
       toggleFlag(cursorStep());
     } else if (event.key === "u") {
       undo();
+    } else if (task.phase1 && event.key === "c") {
+      startChoosing();
+    } else if (task.phase1 && event.key === "w") {
+      if (choiceStep() === -1) setStatus("Rate the candidates of step 1 first.");
+      else writeOwn(choiceStep());
     } else if (event.key === "Enter") {
       if (event.target && event.target.tagName === "BUTTON" && event.target.dataset.rating) event.preventDefault();
       submitComplete();

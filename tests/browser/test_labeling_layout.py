@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from tests.browser.live import ROOT, Labeler, LiveApp, SolutionSpec, queue
-from tests.browser.pages import log_in, press, status, step, wait_for_task
+from tests.browser.pages import log_in, press, status, step, task_swap, wait_for_task
 
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
@@ -58,6 +58,13 @@ PHASE1 = SolutionSpec(
     style="phase1",
 )
 
+# A problem that fills a phone's screen by itself.
+LONG_PROBLEM = SolutionSpec(
+    ["We count them.", "There are $12$.\n\n# Answer\n\n12"],
+    problem_text=" ".join([LONG.problem_text or ""] * 6),
+    answer="12",
+)
+
 # The long task as a phase-1 one: a second candidate for every step.
 PHASE1_LONG = SolutionSpec(
     LONG.steps,
@@ -73,11 +80,17 @@ def footer(page: Page) -> Locator:
 
 
 def expect_clear_of_the_footer(page: Page, item: Locator) -> None:
-    """The item is on screen, and the sticky footer covers none of it."""
+    """The item is on screen, and the sticky footer covers none of it, the outline that
+    highlights it included."""
     expect(item).to_be_in_viewport()
     item_box, footer_box = item.bounding_box(), footer(page).bounding_box()
     assert item_box is not None and footer_box is not None
-    assert item_box["y"] + item_box["height"] <= footer_box["y"], (item_box, footer_box)
+    outline = item.evaluate(
+        "item => { const style = getComputedStyle(item); return style.outlineStyle === 'none'"
+        " ? 0 : parseFloat(style.outlineWidth) + parseFloat(style.outlineOffset); }"
+    )
+    bottom = item_box["y"] + item_box["height"] + outline
+    assert bottom <= footer_box["y"], (item_box, outline, footer_box)
 
 
 def expect_no_sideways_scroll(page: Page) -> None:
@@ -110,6 +123,24 @@ def test_the_footer_never_covers_the_step_being_rated(
     expect_clear_of_the_footer(page, step(page, steps))
     expect_no_sideways_scroll(page)
     page.screenshot(path=ARTIFACTS / f"labeling-page-{size['width']}x{size['height']}.png")
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["1280x900", "390x844"])
+def test_the_next_task_opens_with_its_first_step_clear_of_the_footer(
+    live_app: LiveApp, labeler: Labeler, page: Page, size: dict[str, int]
+) -> None:
+    # The next task comes in without a reload, from the top of the page: a long problem
+    # must not leave its first step, highlighted, under the footer.
+    page.set_viewport_size(size)
+    queue(live_app.engine, LONG, LONG_PROBLEM)
+    log_in(page, labeler)
+    wait_for_task(page, len(LONG.steps))
+    with task_swap(page):
+        press(page, "1")
+        page.keyboard.press("Enter")
+    wait_for_task(page, len(LONG_PROBLEM.steps))
+    expect_clear_of_the_footer(page, step(page, 1))
+    page.screenshot(path=ARTIFACTS / f"labeling-next-task-{size['width']}x{size['height']}.png")
 
 
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["1280x900", "390x844"])

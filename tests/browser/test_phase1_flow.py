@@ -44,7 +44,7 @@ SCREENSHOT = ROOT / "test-artifacts" / "labeling-phase1-written-step.png"
 def human_box(page: Page, number: int) -> tuple[Locator, Locator, Locator]:
     """The step's box to write it in, its text box and its character count."""
     box = step(page, number).locator(".human-step")
-    return box, box.get_by_role("textbox"), box.locator(".note-count")
+    return box, box.locator("textarea"), box.locator(".note-count")
 
 
 def test_phase1_with_written_steps_exports_as_prm800k(
@@ -69,7 +69,7 @@ def test_phase1_with_written_steps_exports_as_prm800k(
     expect(box).to_be_visible()
     expect(textarea).to_be_focused()
     expect(status(page)).to_have_text(
-        "No candidate of step 2 is positive: write the step yourself."
+        "Every candidate of step 2 is negative: write the step yourself."
     )
     expect(counter).to_have_text("0 / 5,000 characters")
     textarea.fill("x" * 5001)  # as a paste: a maxlength would cut it here, silently
@@ -84,12 +84,13 @@ def test_phase1_with_written_steps_exports_as_prm800k(
     textarea.fill(WRITTEN_STEP_2)
     textarea.press("Control+Enter")
     expect(step(page, 3)).to_be_visible()
-    expect(box).to_have_class(re.compile(r"\bused\b"))
+    expect(box.locator(".human-preview")).to_have_class(re.compile(r"\bin-use\b"))
 
-    # A reload keeps the written step, in its box.
+    # A reload keeps the written step, in its box and typeset as the step in use.
     page.reload()
     expect(status(page)).to_have_text("Rate candidate 1 of step 3.")
     expect(human_box(page, 2)[1]).to_have_value(WRITTEN_STEP_2)
+    expect(human_box(page, 2)[0].locator(".human-preview .katex").first).to_be_visible()
 
     # Step 3: a candidate is positive, but it does not follow the written step: write it.
     press(page, "33")
