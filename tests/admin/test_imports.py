@@ -1,12 +1,15 @@
 """Uploads: imported in the background as jobs, through the CLI's importers, with its
 line-numbered errors and nothing written on error."""
 
+import errno
 import gc
 import io
 import re
+import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 import httpx
 import pytest
@@ -248,15 +251,39 @@ def test_a_file_name_longer_than_a_job_keeps_is_refused(
     assert list(temp_dir.iterdir()) == []
 
 
-def test_an_upload_that_fails_leaves_no_file_behind(
-    admin: Admin, temp_dir: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_spool_that_fills_the_disk_leaves_no_file_behind(
+    temp_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    def disk_full_halfway(source: BinaryIO, target: BinaryIO, _length: int) -> None:
+        target.write(source.read(100))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(shutil, "copyfileobj", disk_full_halfway)
+    with pytest.raises(OSError, match="No space left"):
+        import_jobs.spool(io.BytesIO(b"{}\n" * 1000))
+    assert list(temp_dir.iterdir()) == []
+
+
+def test_an_upload_whose_job_cannot_be_added_closes_its_spool(
+    session: Session, temp_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spooled: list[BinaryIO] = []
+    original = import_jobs.spool
+
+    def spool(source: BinaryIO) -> tuple[BinaryIO, int]:
+        upload, lines = original(source)
+        spooled.append(upload)
+        return upload, lines
+
     def no_job(*_args: object) -> None:
         raise RuntimeError("the database went away")
 
+    monkeypatch.setattr(import_jobs, "spool", spool)
     monkeypatch.setattr(import_jobs, "add_job", no_job)
+    options = UploadOptions("problems")
     with pytest.raises(RuntimeError, match="went away"):
-        upload(admin, "good.jsonl", "".join(good_lines(2)).encode())
+        import_jobs.queue_upload(session, io.BytesIO(b"{}\n"), "p.jsonl", options, 1)
+    assert [upload.closed for upload in spooled] == [True]
     assert list(temp_dir.iterdir()) == []
 
 
