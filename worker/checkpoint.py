@@ -22,19 +22,22 @@ import tokenizers
 import torch
 import torch.distributed as dist
 import transformers
-from safetensors.torch import load_model, save_model
+from safetensors.torch import load_file, save_model
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
+from worker.head import load_head_state
 from worker.model import (
     LABELS,
     PRM,
     STEP_TOKEN,
     Device,
     TrainingArgs,
+    head_for,
     load_backbone,
     merge_lora,
+    readings_for,
     resolve_device,
 )
 
@@ -135,7 +138,13 @@ def load_checkpoint(
         raise ValueError(f"{path}: not a {CHECKPOINT_FORMAT} checkpoint")
     args = load_training_args(path)
     model = PRM(load_backbone(path))
-    load_model(model.head, str(path / HEAD_FILE))
+    head = load_file(str(path / HEAD_FILE))
+    # A head saved before heads had readings is one linear layer on the last layer: the
+    # PRM's default. Any other is the head its arguments describe.
+    if set(head) != {"weight", "bias"}:
+        model.readings = readings_for(args)
+        model.head = head_for(args, model.width)
+    load_head_state(model.head, head)
     if args.mode == "head":
         model.backbone.requires_grad_(False)
     tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)

@@ -10,6 +10,11 @@ Entries are keyed by the exact token ids of a sequence and its step-end position
 the features as float16 (half the disk of float32; a feature is a bf16 or float32 hidden
 state, and ``round_features`` gives every feature, cached or fresh, the same rounding).
 SQLite keeps them: one file, safe against a crash mid-write, read in batches.
+
+A sequence cut after one of its step ends is found too, with no forward pass: a causal
+model's state at a position never depends on later tokens, so the features of a labeled
+path that stops at its first error are the first rows of its whole solution's. Each entry
+also files the key of every such step prefix (``prefix_keys``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -54,19 +60,46 @@ def sequence_key(input_ids: Sequence[int], positions: Sequence[int]) -> bytes:
     return digest.digest()
 
 
-class FeatureCache:
-    """Step features of one backbone, in one SQLite file under ``directory``."""
+def prefix_keys(input_ids: Sequence[int], positions: Sequence[int]) -> list[bytes]:
+    """The key of the sequence cut after each of its step ends (``sequence_key`` of the
+    tokens up to that end token and the ends so far), in one pass over the tokens."""
+    tokens = np.asarray(input_ids, dtype=np.int64)
+    ends = np.asarray(positions, dtype=np.int64)
+    digest = hashlib.sha256()
+    keys = []
+    done = 0
+    for count, end in enumerate(ends, start=1):
+        digest.update(tokens[done : end + 1].tobytes())
+        done = int(end) + 1
+        key = digest.copy()
+        key.update(b"@")
+        key.update(ends[:count].tobytes())
+        keys.append(key.digest())
+    return keys
 
-    def __init__(self, directory: str | Path, fingerprint: str) -> None:
+
+class FeatureCache:
+    """Step features of one backbone, in one SQLite file under ``directory``.
+
+    With ``remember``, what was read once is kept in memory too: a bench that retrains on
+    the same features hundreds of times reads the file once.
+    """
+
+    def __init__(self, directory: str | Path, fingerprint: str, remember: bool = False) -> None:
         self.path = Path(directory) / f"{fingerprint}.sqlite3"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fingerprint = fingerprint
         self.hits = 0
         self.misses = 0
+        self.memory: dict[bytes, np.ndarray] | None = {} if remember else None
         with self._connect() as connection:
             connection.execute(
                 "CREATE TABLE IF NOT EXISTS features "
                 "(key BLOB PRIMARY KEY, steps INTEGER NOT NULL, data BLOB NOT NULL)"
+            )
+            connection.execute(
+                "CREATE TABLE IF NOT EXISTS prefixes "
+                "(key BLOB PRIMARY KEY, whole BLOB NOT NULL, steps INTEGER NOT NULL)"
             )
 
     @contextmanager
@@ -81,29 +114,43 @@ class FeatureCache:
             connection.close()
 
     def get_many(self, keys: Sequence[bytes], width: int) -> dict[bytes, np.ndarray]:
-        """The cached features among ``keys``, each a (steps, width) float32 array."""
-        found: dict[bytes, np.ndarray] = {}
+        """The cached features among ``keys``, each a (steps, width) float32 array: a
+        sequence's own, or the first rows of a longer sequence it is a step prefix of."""
+        memory = self.memory if self.memory is not None else {}
+        found = {key: memory[key] for key in keys if key in memory}
+        unread = [key for key in keys if key not in found]
         with self._connect() as connection:
-            for start in range(0, len(keys), _LOOKUP_BATCH):
-                chunk = keys[start : start + _LOOKUP_BATCH]
-                marks = ",".join("?" * len(chunk))
-                rows = connection.execute(
-                    f"SELECT key, steps, data FROM features WHERE key IN ({marks})", chunk
+            for key, steps, data in _select(connection, "key, steps, data", "features", unread):
+                found[key] = _array(data, steps, width)
+            missing = list(dict.fromkeys(k for k in unread if k not in found))
+            prefixes = {
+                whole: (key, steps)
+                for key, whole, steps in _select(
+                    connection, "key, whole, steps", "prefixes", missing
                 )
-                for key, steps, data in rows:
-                    values = np.frombuffer(data, dtype=FEATURE_DTYPE).reshape(steps, width)
-                    found[key] = values.astype(np.float32)
+            }
+            wholes = list(prefixes)
+            for whole, total, data in _select(connection, "key, steps, data", "features", wholes):
+                key, steps = prefixes[whole]
+                found[key] = _array(data, total, width)[:steps]
+        if self.memory is not None:
+            self.memory.update(found)
         self.hits += len(found)
         self.misses += len(set(keys)) - len(found)
         return found
 
-    def put_many(self, entries: Iterable[tuple[bytes, np.ndarray]]) -> None:
-        rows = [
-            (key, len(values), values.astype(FEATURE_DTYPE).tobytes()) for key, values in entries
-        ]
+    def put_many(self, entries: Iterable[tuple[bytes, np.ndarray, list[bytes]]]) -> None:
+        """Store (key, features, prefix keys) entries; what is stored already stays."""
+        rows, prefixes = [], []
+        for key, values, prefix in entries:
+            rows.append((key, len(values), values.astype(FEATURE_DTYPE).tobytes()))
+            prefixes += [(p, key, steps) for steps, p in enumerate(prefix, start=1) if p != key]
         with self._connect() as connection:
             connection.executemany(
                 "INSERT OR IGNORE INTO features (key, steps, data) VALUES (?, ?, ?)", rows
+            )
+            connection.executemany(
+                "INSERT OR IGNORE INTO prefixes (key, whole, steps) VALUES (?, ?, ?)", prefixes
             )
 
     def __len__(self) -> int:
@@ -112,10 +159,34 @@ class FeatureCache:
         return count
 
 
-def cache_for(model: PRM, args: TrainingArgs, directory: Path) -> FeatureCache | None:
+def _select(
+    connection: sqlite3.Connection, columns: str, table: str, keys: Sequence[bytes]
+) -> Iterator[tuple[bytes, Any, Any]]:
+    """Rows of ``table`` whose key is among ``keys``, a batch of keys per statement."""
+    for start in range(0, len(keys), _LOOKUP_BATCH):
+        chunk = keys[start : start + _LOOKUP_BATCH]
+        marks = ",".join("?" * len(chunk))
+        yield from connection.execute(
+            f"SELECT {columns} FROM {table} WHERE key IN ({marks})", chunk
+        )
+
+
+def _array(data: bytes, steps: int, width: int) -> np.ndarray:
+    return np.frombuffer(data, dtype=FEATURE_DTYPE).reshape(steps, width).astype(np.float32)
+
+
+CACHE_LAYOUT = "steplabel-features/2"
+"""Names what an entry holds (the readings, and prefixes filed); a new layout starts a new
+file, so an older cache is never misread."""
+
+
+def cache_for(
+    model: PRM, args: TrainingArgs, directory: Path, remember: bool = False
+) -> FeatureCache | None:
     """The model's feature cache under ``directory`` in ``head`` mode (its backbone is
     frozen); None in the other modes, where the backbone changes as it trains."""
     if args.mode != "head":
         return None
     precision = "bf16" if uses_bf16(args, next(model.parameters()).device) else "fp32"
-    return FeatureCache(directory, backbone_fingerprint(model.backbone, precision))
+    reading = ",".join([CACHE_LAYOUT, precision, *model.readings])
+    return FeatureCache(directory, backbone_fingerprint(model.backbone, reading), remember)

@@ -19,8 +19,9 @@ CPU default: a labeled step costs one forward pass, once); ``lora`` trains low-r
 
 from __future__ import annotations
 
+import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, cast
 
@@ -29,6 +30,7 @@ import torch.nn.functional as F
 import transformers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from torch import nn
+from torch.func import functional_call
 from transformers import (
     AutoModel,
     AutoTokenizer,
@@ -38,13 +40,14 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from worker.head import StepHead
+
 STEP_TOKEN = "<|step|>"
 """Ends every step; the step's label and score live on this token."""
 
 TINY = "tiny"
 LABELS = (-1, 0, 1)
 """PRM800K ratings in class order: class index = rating + 1."""
-NUM_CLASSES = len(LABELS)
 IGNORE_INDEX = -100
 """Cross entropy's ignored target: every position that is not a step end."""
 
@@ -59,6 +62,15 @@ TINY_CONFIG: dict[str, Any] = {
     "tie_word_embeddings": False,
 }
 """The tiny decoder's LlamaConfig (the vocabulary comes from the byte tokenizer)."""
+
+LAST_LAYER: tuple[str, ...] = ("end@1",)
+"""The one reading of ``full`` and ``lora`` modes: the last layer's state at each step end."""
+HEAD_READINGS: tuple[str, ...] = ("end@1", "end@0.75", "end@0.5", "mean@1", "mean@0.75")
+"""What ``head`` mode reads of the frozen backbone for each step, once, into the feature
+cache: ``end@S`` is the hidden state at the step's end token after the share S of the kept
+layers, ``mean@S`` the mean of that state over the step's tokens (its text and end token);
+each through the backbone's final norm, as its last layer's output is. One forward pass
+gives them all; the head picks what it reads (``TrainingArgs.head_readings``)."""
 
 Device = Literal["auto", "cpu", "cuda"]
 Mode = Literal["full", "head", "lora"]
@@ -114,8 +126,19 @@ class TrainingArgs:
     """Share of problems (not examples) kept out of training for evaluation."""
     score_batch_size: int = 32
     """Sequences per forward pass when scoring and evaluating."""
+    head_readings: tuple[str, ...] = LAST_LAYER
+    """``head`` mode: which of the cached readings (``HEAD_READINGS``) the head reads; the
+    other modes read the last layer's state at the step end alone."""
+    head_hidden: int = 0
+    """``head`` mode: 0 for linear members, else the width of each member's hidden layer."""
+    head_members: int = 1
+    """``head`` mode: the members of the head's ensemble (worker/head.py)."""
+    head_class_balance: bool = False
+    """``head`` mode: weigh each class by the inverse of its share in training."""
 
     def __post_init__(self) -> None:
+        self.head_readings = tuple(self.head_readings)  # a list when read from JSON
+        readable = HEAD_READINGS if self.mode == "head" else LAST_LAYER
         checks = {
             "mode": self.mode in MODES,
             "backbone_depth": 0 < self.backbone_depth <= 1,
@@ -132,6 +155,9 @@ class TrainingArgs:
             "device": self.device in ("auto", "cpu", "cuda"),
             "held_out_fraction": 0 <= self.held_out_fraction < 1,
             "score_batch_size": self.score_batch_size >= 1,
+            "head_readings": bool(self.head_readings) and set(self.head_readings) <= set(readable),
+            "head_hidden": self.head_hidden >= 0,
+            "head_members": self.head_members >= 1,
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
@@ -197,6 +223,9 @@ class Encoded:
     label_ids: list[int]
     step_end_positions: list[int]
     first_step: int = 0
+    step_start_positions: list[int] = field(default_factory=list)
+    """Where each kept step's text begins (its end token where the text is empty); the
+    first kept step of a cut layout begins where the cut left it."""
 
 
 def step_token_id(tokenizer: PreTrainedTokenizerBase) -> int:
@@ -234,21 +263,23 @@ def encode(
     if any(step_id in piece for piece in pieces):
         raise ValueError(f"text encoded to {STEP_TOKEN}; the tokenizer ignores split_special")
     body, body_labels = list(pieces[0]), [IGNORE_INDEX] * len(pieces[0])
-    ends = []
+    starts, ends = [], []
     for index, piece in enumerate(pieces[1:]):
         rating = None if labels is None else labels[index]
         label = IGNORE_INDEX if rating is None else rating + 1
+        starts.append(len(body))
         body += [*piece, step_id]
         body_labels += [IGNORE_INDEX] * len(piece) + [label]
         ends.append(len(body) - 1)
     prefix = [] if tokenizer.bos_token_id is None else [tokenizer.bos_token_id]
     cut = max(0, len(body) - (max_length - len(prefix)))
-    kept = [end for end in ends if end >= cut]
+    first_kept = next((k for k, end in enumerate(ends) if end >= cut), len(ends))
     return Encoded(
         input_ids=prefix + body[cut:],
         label_ids=[IGNORE_INDEX] * len(prefix) + body_labels[cut:],
-        step_end_positions=[len(prefix) + end - cut for end in kept],
-        first_step=len(ends) - len(kept),
+        step_end_positions=[len(prefix) + end - cut for end in ends[first_kept:]],
+        first_step=first_kept,
+        step_start_positions=[len(prefix) + max(start, cut) - cut for start in starts[first_kept:]],
     )
 
 
@@ -266,18 +297,34 @@ class PRMOutput(NamedTuple):
 
 
 class PRM(nn.Module):
-    """A causal decoder's hidden states and a linear 3-class head on every token."""
+    """A causal decoder's hidden states and a 3-class head (worker/head.py) on them.
 
-    def __init__(self, backbone: PreTrainedModel) -> None:
+    ``readings`` say what a step's feature is (``LAST_LAYER``, or ``HEAD_READINGS`` in
+    ``head`` mode); ``forward`` runs the head on every position and serves the modes that
+    train the backbone, which read the last layer alone.
+    """
+
+    def __init__(
+        self,
+        backbone: PreTrainedModel,
+        readings: tuple[str, ...] = LAST_LAYER,
+        head: StepHead | None = None,
+    ) -> None:
         super().__init__()
         self.backbone = backbone
-        # The embedding width is the hidden size for every decoder, whatever its config calls it.
-        self.head = nn.Linear(self.width, NUM_CLASSES)
+        self.readings = readings
+        self.head = head or StepHead(self.feature_width)
 
     @property
     def width(self) -> int:
-        """The size of the hidden state the head reads."""
+        """The size of one hidden state."""
+        # The embedding width is the hidden size for every decoder, whatever its config calls it.
         return input_embeddings(self.backbone).embedding_dim
+
+    @property
+    def feature_width(self) -> int:
+        """The size of a step's feature: a hidden state per reading."""
+        return self.width * len(self.readings)
 
     def features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """(batch, length, width): the last kept layer's hidden state at every position."""
@@ -292,10 +339,88 @@ class PRM(nn.Module):
         attention_mask: torch.Tensor,
         labels: torch.Tensor | None = None,
     ) -> PRMOutput:
+        if self.readings != LAST_LAYER:
+            raise ValueError("forward reads the last layer alone; head mode reads step features")
         logits = self.head(self.features(input_ids, attention_mask))
         if labels is None:
             return PRMOutput(logits, None)
         return PRMOutput(logits, labeled_cross_entropy(logits, labels))
+
+    def read_steps(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        steps: StepPositions,
+        weights: dict[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """(steps, feature_width): each step's readings, one after another.
+
+        ``weights``, when given, replace the backbone's parameters for this forward pass.
+        """
+        kept = self.backbone.config.num_hidden_layers
+        wanted = {reading_layer(r, kept) for r in self.readings} - {kept}
+        states: dict[int, torch.Tensor] = {}
+        hooks = [
+            decoder_layers(self.backbone)[layer - 1].register_forward_hook(
+                functools.partial(_keep_output, states, layer)
+            )
+            for layer in sorted(wanted)
+        ]
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": False}
+        try:
+            if weights is None:
+                output = self.backbone(**inputs)
+            else:
+                output = functional_call(self.backbone, weights, args=(), kwargs=inputs)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        norm = getattr(self.backbone, "norm", None)
+        states = {layer: norm(state) if norm else state for layer, state in states.items()}
+        states[kept] = output.last_hidden_state
+        blocks = [_pool(states[reading_layer(r, kept)], r, steps) for r in self.readings]
+        return torch.cat(blocks, dim=-1)
+
+
+@dataclass(frozen=True)
+class StepPositions:
+    """Where the steps of a batch are: row, first token and end token of each, as tensors on
+    the batch's device."""
+
+    rows: torch.Tensor
+    starts: torch.Tensor
+    ends: torch.Tensor
+
+
+def reading_layer(reading: str, kept: int) -> int:
+    """The layer (1-based, of ``kept``) a reading such as ``end@0.75`` is taken after."""
+    share = float(reading.split("@")[1])
+    return max(1, min(kept, round(share * kept)))
+
+
+def decoder_layers(backbone: PreTrainedModel) -> nn.ModuleList:
+    layers = getattr(backbone, "layers", None)
+    if not isinstance(layers, nn.ModuleList):
+        raise ValueError(f"{type(backbone).__name__} has no decoder layer list")
+    return layers
+
+
+def _keep_output(
+    states: dict[int, torch.Tensor], layer: int, _module: nn.Module, _inputs: Any, output: Any
+) -> None:
+    states[layer] = output[0] if isinstance(output, tuple) else output
+
+
+def _pool(hidden: torch.Tensor, reading: str, steps: StepPositions) -> torch.Tensor:
+    """The state at each step's end token, or its mean over the step's tokens."""
+    if reading.startswith("end@"):
+        return hidden[steps.rows, steps.ends]
+    # Sums of a running total: one pass over the batch, however many steps it holds.
+    totals = hidden.float().cumsum(dim=1)
+    before = totals[steps.rows, (steps.starts - 1).clamp(min=0)]
+    before = torch.where((steps.starts > 0)[:, None], before, torch.zeros_like(before))
+    count = (steps.ends - steps.starts + 1)[:, None]
+    return ((totals[steps.rows, steps.ends] - before) / count).to(hidden.dtype)
 
 
 def labeled_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -320,10 +445,7 @@ def keep_layers(backbone: PreTrainedModel, depth: float) -> None:
     kept = max(1, round(depth * total))
     if kept >= total:
         return
-    layers = getattr(backbone, "layers", None)
-    if not isinstance(layers, nn.ModuleList):
-        raise ValueError(f"{type(backbone).__name__} has no decoder layer list to shorten")
-    backbone.layers = layers[:kept]
+    backbone.layers = decoder_layers(backbone)[:kept]
     backbone.config.num_hidden_layers = kept
     if isinstance(getattr(backbone.config, "layer_types", None), list):
         backbone.config.layer_types = backbone.config.layer_types[:kept]
@@ -439,10 +561,36 @@ def build_model(args: TrainingArgs) -> tuple[PRM, PreTrainedTokenizerBase]:
     else:
         model, tokenizer = load_local(args.base_model, args.seed, args.backbone_depth)
     if args.mode == "head":
+        model.readings = HEAD_READINGS
+        model.head = head_for(args, model.width)
         model.backbone.requires_grad_(False)
     elif args.mode == "lora":
         model.backbone = add_lora(model.backbone, args.lora_rank)
     return model, tokenizer
+
+
+def readings_for(args: TrainingArgs) -> tuple[str, ...]:
+    """What the model reads of each step: every cached reading in ``head`` mode."""
+    return HEAD_READINGS if args.mode == "head" else LAST_LAYER
+
+
+def head_for(args: TrainingArgs, width: int) -> StepHead:
+    """The untrained head ``args`` ask for, over a model of hidden size ``width``."""
+    if args.mode != "head":
+        return StepHead(width)
+    # The head's columns: the blocks of its readings within HEAD_READINGS' features.
+    columns = [
+        HEAD_READINGS.index(reading) * width + offset
+        for reading in args.head_readings
+        for offset in range(width)
+    ]
+    return StepHead(
+        width * len(HEAD_READINGS),
+        columns,
+        hidden=args.head_hidden,
+        members=args.head_members,
+        standardized=True,
+    )
 
 
 def add_lora(backbone: PreTrainedModel, rank: int) -> PreTrainedModel:

@@ -11,18 +11,18 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from torch import nn
-from torch.func import functional_call
 from transformers import PreTrainedTokenizerBase
 
-from worker.features import FeatureCache, round_features, sequence_key
+from worker.features import FeatureCache, prefix_keys, round_features, sequence_key
+from worker.head import StepHead
 from worker.model import (
     PRM,
     Encoded,
+    StepPositions,
     TrainingArgs,
     autocast,
     collate,
@@ -40,7 +40,9 @@ class SolutionScore:
     min_step: float
     """The weakest step's score; 1.0 for a solution with no steps."""
     step_scores: list[float]
-    """P(positive) + P(neutral) for each step, in order."""
+    """P(positive) + P(neutral) for each step, in order: the head's members' mean."""
+    member_step_scores: list[list[float]] = field(default_factory=list, compare=False)
+    """Each member's step scores (one list for a head of one member), for uncertainty."""
 
 
 @dataclass(frozen=True)
@@ -103,8 +105,8 @@ def step_features(
     args: TrainingArgs,
     cache: FeatureCache | None = None,
 ) -> tuple[list[np.ndarray], Throughput]:
-    """For each (problem, steps) item, a (steps, width) float32 array: the hidden state the
-    head reads at each step end.
+    """For each (problem, steps) item, a (steps, feature width) float32 array: what the
+    model reads of each step (``PRM.readings``).
 
     Runs on the device the model is on, in bf16 where ``args`` says so, a chunk of
     ``SOLUTIONS_PER_CHUNK`` solutions at a time. In ``head`` mode features are rounded as
@@ -114,7 +116,8 @@ def step_features(
         raise ValueError("features are cached only in head mode (a frozen backbone)")
     started = time.perf_counter()
     device = next(model.parameters()).device
-    features = [np.zeros((len(steps), model.width), dtype=np.float32) for _, steps in items]
+    width = model.feature_width
+    features = [np.zeros((len(steps), width), dtype=np.float32) for _, steps in items]
     sequences = tokens = 0
     was_training = model.training
     model.eval()
@@ -178,21 +181,34 @@ def step_probabilities(
     args: TrainingArgs,
     cache: FeatureCache | None = None,
 ) -> tuple[list[np.ndarray], Throughput]:
-    """For each (problem, steps) item, a (steps, 3) array of P(-1), P(0), P(+1)."""
+    """For each (problem, steps) item, a (steps, 3) array of P(-1), P(0), P(+1): the mean
+    of the head's members."""
     features, throughput = step_features(model, tokenizer, items, args, cache)
-    return [head_probabilities(model.head, f) for f in features], throughput
+    return [p.mean(axis=0) for p in member_probabilities(model.head, features)], throughput
 
 
-def head_probabilities(head: nn.Linear, features: np.ndarray) -> np.ndarray:
-    """Softmax of the head's logits, in float64 so that tiny step scores stay positive in
-    long products."""
-    weight = head.weight.detach().to("cpu", torch.float64).numpy()
-    bias = head.bias.detach().to("cpu", torch.float64).numpy()
-    logits = features.astype(np.float64) @ weight.T + bias
-    logits -= logits.max(axis=-1, keepdims=True)
-    exponentials = np.exp(logits)
-    probabilities: np.ndarray = exponentials / exponentials.sum(axis=-1, keepdims=True)
-    return probabilities
+STEPS_PER_HEAD_PASS = 65536
+"""Steps the head reads at once: a float64 copy of their features is made for it."""
+
+
+def member_probabilities(head: StepHead, features: list[np.ndarray]) -> list[np.ndarray]:
+    """For each solution's (steps, width) features, a (members, steps, 3) array of each
+    member's P(-1), P(0), P(+1); many solutions' steps in one pass of the head."""
+    result: list[np.ndarray] = []
+    start = 0
+    while start < len(features):
+        stop, steps = start, 0
+        while stop < len(features) and (stop == start or steps < STEPS_PER_HEAD_PASS):
+            steps += len(features[stop])
+            stop += 1
+        chunk = features[start:stop]
+        width = chunk[0].shape[1] if chunk else 0
+        joined = np.concatenate(chunk) if steps else np.zeros((0, width), np.float32)
+        together = head.member_probabilities(joined)
+        bounds = np.cumsum([len(f) for f in chunk])[:-1]
+        result += np.split(together, bounds, axis=1)
+        start = stop
+    return result
 
 
 @dataclass(frozen=True)
@@ -219,7 +235,7 @@ def _window_features(
     known: dict[bytes, np.ndarray] = {}
     if cache is not None:
         keys = [sequence_key(w.encoded.input_ids, w.encoded.step_end_positions) for w in windows]
-        known = cache.get_many(keys, model.width)
+        known = cache.get_many(keys, model.feature_width)
     todo = [i for i in range(len(windows)) if not keys or keys[i] not in known]
     lengths = [len(windows[i].encoded.input_ids) for i in todo]
     queued = []
@@ -239,9 +255,15 @@ def _window_features(
             computed[index] = round_features(values) if args.mode == "head" else values
             offset += count
     if cache is not None and computed:
-        cache.put_many((keys[i], values) for i, values in computed.items())
+        cache.put_many(
+            (keys[i], values, _prefix_keys(windows[i].encoded)) for i, values in computed.items()
+        )
     found = [computed[i] if i in computed else known[keys[i]] for i in range(len(windows))]
     return _Found(found, len(todo), sum(lengths))
+
+
+def _prefix_keys(encoded: Encoded) -> list[bytes]:
+    return prefix_keys(encoded.input_ids, encoded.step_end_positions)
 
 
 def _bf16_weights(model: PRM) -> dict[str, torch.Tensor]:
@@ -260,35 +282,35 @@ def _step_vectors(
     tokenizer: PreTrainedTokenizerBase,
     windows: list[_Window],
 ) -> torch.Tensor:
-    """The hidden states at the windows' step ends, in window order; left on the device.
+    """The readings of the windows' steps, in window order; left on the device.
 
     ``weights``, when given, replace the backbone's parameters for this forward pass.
     """
     device = next(model.parameters()).device
     batch = collate([w.encoded for w in windows], tokenizer.pad_token_id, device)
-    if weights is None:
-        hidden = model.features(batch.input_ids, batch.attention_mask)
-    else:
-        inputs = {
-            "input_ids": batch.input_ids,
-            "attention_mask": batch.attention_mask,
-            "use_cache": False,
-        }
-        hidden = functional_call(model.backbone, weights, args=(), kwargs=inputs).last_hidden_state
-    rows = [row for row, w in enumerate(windows) for _ in w.encoded.step_end_positions]
-    columns = [p for w in windows for p in w.encoded.step_end_positions]
-    chosen: torch.Tensor = hidden[device_tensor(rows, device), device_tensor(columns, device)]
-    return chosen
+    encoded = [w.encoded for w in windows]
+    steps = StepPositions(
+        rows=device_tensor(
+            [row for row, e in enumerate(encoded) for _ in e.step_end_positions], device
+        ),
+        starts=device_tensor([p for e in encoded for p in e.step_start_positions], device),
+        ends=device_tensor([p for e in encoded for p in e.step_end_positions], device),
+    )
+    return model.read_steps(batch.input_ids, batch.attention_mask, steps, weights)
 
 
 def solution_score(probabilities: np.ndarray) -> SolutionScore:
-    """The product and minimum of the step scores P(+1) + P(0)."""
+    """The product and minimum of the step scores P(+1) + P(0), from (steps, 3) class
+    probabilities, or (members, steps, 3) ones whose mean is the prediction."""
+    members = probabilities if probabilities.ndim == 3 else probabilities[None]
     # Clamped: the two probabilities can sum to a hair above 1 in floating point.
-    step_scores = [min(1.0, float(p[1] + p[2])) for p in probabilities]
+    fine = np.minimum(1.0, members[..., 1] + members[..., 2])
+    step_scores = [min(1.0, float(p)) for p in fine.mean(axis=0)]
     return SolutionScore(
         score=math.prod(step_scores),
         min_step=min(step_scores, default=1.0),
         step_scores=step_scores,
+        member_step_scores=fine.tolist(),
     )
 
 
@@ -300,8 +322,8 @@ def score_with_throughput(
     cache: FeatureCache | None = None,
 ) -> tuple[list[SolutionScore], Throughput]:
     """``score_solutions`` with its tokens/s and solutions/s."""
-    probabilities, throughput = step_probabilities(model, tokenizer, items, args, cache)
-    return [solution_score(p) for p in probabilities], throughput
+    features, throughput = step_features(model, tokenizer, items, args, cache)
+    return [solution_score(p) for p in member_probabilities(model.head, features)], throughput
 
 
 def score_solutions(
@@ -311,5 +333,5 @@ def score_solutions(
     args: TrainingArgs,
     cache: FeatureCache | None = None,
 ) -> list[SolutionScore]:
-    """Score (problem, steps) items, in the order given."""
+    """Score (problem, steps) items, in the order given, with each head member's scores."""
     return score_with_throughput(model, tokenizer, items, args, cache)[0]

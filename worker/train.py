@@ -27,6 +27,7 @@ from transformers import PreTrainedTokenizerBase
 
 from worker.eval_sets import unit_hash
 from worker.features import FeatureCache
+from worker.head import HeadTraining, fit_head
 from worker.model import (
     IGNORE_INDEX,
     LABELS,
@@ -395,79 +396,43 @@ def _fit_head(
         feature_sequences=throughput.sequences,
     )
     if len(steps.classes):
-        probe = _Probe(steps, args, on_progress, should_stop)
-        stats.epoch_losses, stats.stopped = probe.train()
+        trained = fit_head(
+            model.head,
+            steps.features,
+            steps.classes,
+            HeadTraining(
+                learning_rate=args.learning_rate,
+                epochs=args.epochs,
+                batch_size=args.batch_size,
+                weight_decay=args.weight_decay,
+                warmup_ratio=args.warmup_ratio,
+                seed=args.seed,
+                class_balance=args.head_class_balance,
+            ),
+            _linear_schedule,
+            _head_step_reporter(args, len(steps.classes), on_progress, should_stop),
+        )
+        stats.epoch_losses, stats.stopped = trained.epoch_losses, trained.stopped
         stats.epochs = len(stats.epoch_losses)
-        stats.optimizer_steps = probe.steps
-        probe.copy_into(model.head)
+        stats.optimizer_steps = trained.optimizer_steps
     model.eval()
     stats.seconds = time.perf_counter() - started
     stats.tokens_per_second = stats.tokens / max(stats.seconds, 1e-9)
     return stats
 
 
-class _Probe:
-    """A linear head trained on standardized features, later folded into ``model.head``.
+def _head_step_reporter(
+    args: TrainingArgs,
+    rows: int,
+    on_progress: Callable[[Progress], None] | None,
+    should_stop: Callable[[], bool] | None,
+) -> Callable[[int, int, float], bool]:
+    """``fit_head``'s hook: progress after each optimizer step, and whether to stop."""
+    total = args.head_members * args.epochs * math.ceil(rows / args.batch_size)
 
-    Standardizing makes one learning rate and one L2 strength suit every backbone, whatever
-    the scale of its hidden states; folding the scale and shift into the weights afterwards
-    leaves a plain linear head that reads raw features, as in the other modes.
-    """
+    def on_step(step: int, epoch: int, loss: float) -> bool:
+        if on_progress is not None:
+            on_progress(Progress(step, total, epoch, loss, 0.0))
+        return should_stop is not None and should_stop()
 
-    def __init__(
-        self,
-        steps: LabeledSteps,
-        args: TrainingArgs,
-        on_progress: Callable[[Progress], None] | None,
-        should_stop: Callable[[], bool] | None,
-    ) -> None:
-        self.shift = steps.features.mean(dim=0)
-        self.scale = steps.features.std(dim=0, unbiased=False).clamp(min=1e-6)
-        self.inputs = (steps.features - self.shift) / self.scale
-        self.classes = steps.classes
-        self.args = args
-        self.linear = nn.Linear(self.inputs.shape[1], len(LABELS))
-        self.optimizer = torch.optim.AdamW(
-            self.linear.parameters(), lr=args.learning_rate, weight_decay=0.0
-        )
-        self.batches_per_epoch = math.ceil(len(self.classes) / args.batch_size)
-        self.total_steps = args.epochs * self.batches_per_epoch
-        self.schedule = _linear_schedule(self.optimizer, self.total_steps, args.warmup_ratio)
-        self.on_progress = on_progress
-        self.should_stop = should_stop
-        self.generator = torch.Generator().manual_seed(args.seed)
-        self.steps = 0
-
-    def train(self) -> tuple[list[float], bool]:
-        """Mean loss of each epoch, and whether ``should_stop`` ended it early."""
-        epoch_losses: list[float] = []
-        for epoch in range(self.args.epochs):
-            order = torch.randperm(len(self.classes), generator=self.generator)
-            losses = []
-            for batch in torch.split(order, self.args.batch_size):
-                if self.should_stop is not None and self.should_stop():
-                    return epoch_losses, True
-                losses.append(self._step(batch))
-                if self.on_progress is not None:
-                    progress = Progress(self.steps, self.total_steps, epoch, losses[-1], 0.0)
-                    self.on_progress(progress)
-            epoch_losses.append(sum(losses) / len(losses))
-        return epoch_losses, False
-
-    def _step(self, batch: torch.Tensor) -> float:
-        logits = self.linear(self.inputs[batch])
-        penalty = self.args.weight_decay / 2 * self.linear.weight.square().sum()
-        loss = nn.functional.cross_entropy(logits, self.classes[batch]) + penalty
-        loss.backward()  # type: ignore[no-untyped-call]
-        self.optimizer.step()
-        self.schedule.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.steps += 1
-        return loss.item()
-
-    def copy_into(self, head: nn.Linear) -> None:
-        """W x_std + b = (W / scale) x + (b - (W / scale) . shift): the same map on raw x."""
-        with torch.no_grad():
-            weight = self.linear.weight / self.scale
-            head.weight.copy_(weight)
-            head.bias.copy_(self.linear.bias - weight @ self.shift)
+    return on_step

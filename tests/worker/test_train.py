@@ -197,8 +197,8 @@ def _ddp_rank(rank: int, port: int, directory: Path) -> None:
         with deterministic_torch():
             model, tokenizer, _ = setup(args)
             stats = fit(model, tokenizer, arithmetic_examples(41, seed=1), args, should_stop=bool)
-        weights = [torch.zeros_like(model.head.weight) for _ in range(2)]
-        dist.all_gather(weights, model.head.weight.detach())
+        weights = [torch.zeros_like(model.head.members[0].weight) for _ in range(2)]
+        dist.all_gather(weights, model.head.members[0].weight.detach())
         save_checkpoint(directory / "run", model, tokenizer, args, {}, 41)
         report = {
             "steps": stats.optimizer_steps,

@@ -1,0 +1,98 @@
+"""Step features: what head mode reads of the backbone, and the cache that keeps it."""
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.worker import tiny_args
+from worker.features import FeatureCache, cache_for, prefix_keys, sequence_key
+from worker.model import HEAD_READINGS, PRM, collate, encode, keep_layers
+from worker.score import step_features
+from worker.train import setup
+
+PROBLEM = "Add the numbers, then check the sum."
+STEPS = ["1+2=3", "A longer step: 3+4=7, and so on.", "", "7+1=8"]
+
+
+@pytest.fixture(scope="module")
+def head_model() -> tuple[PRM, object]:
+    model, tokenizer, _ = setup(tiny_args(mode="head"))
+    return model, tokenizer
+
+
+def _last_states(backbone: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    output = backbone(input_ids=ids, attention_mask=mask, use_cache=False)
+    states: torch.Tensor = output.last_hidden_state
+    return states
+
+
+def test_each_reading_is_the_state_it_names(head_model: tuple[PRM, object]) -> None:
+    model, tokenizer = head_model
+    encoded = encode(tokenizer, PROBLEM, STEPS, None, 512)  # type: ignore[arg-type]
+    batch = collate([encoded], 0, torch.device("cpu"))
+    width = model.width
+    with torch.no_grad():
+        features = step_features(model, tokenizer, [(PROBLEM, STEPS)], tiny_args(mode="head"))
+        read = torch.from_numpy(features[0][0])
+        full = _last_states(model.backbone, batch.input_ids, batch.attention_mask)[0]
+        shorter = copy.deepcopy(model.backbone)
+        keep_layers(shorter, 0.5)  # the tiny model's first of its two layers
+        half = _last_states(shorter, batch.input_ids, batch.attention_mask)[0]
+
+    assert read.shape == (len(STEPS), width * len(HEAD_READINGS))
+    blocks = dict(zip(HEAD_READINGS, read.split(width, dim=1), strict=True))
+    ends, starts = encoded.step_end_positions, encoded.step_start_positions
+    spans = [full[s : e + 1].mean(dim=0) for s, e in zip(starts, ends, strict=True)]
+    close = {"atol": 2e-3, "rtol": 2e-3}  # the features are rounded to float16
+    assert torch.allclose(blocks["end@1"], full[ends], **close)
+    assert torch.allclose(blocks["end@0.5"], half[ends], **close)
+    assert torch.allclose(blocks["mean@1"], torch.stack(spans), **close)
+    assert not torch.allclose(blocks["end@0.5"], blocks["end@1"], **close)
+    # The empty step is its end token alone.
+    assert starts[2] == ends[2] and torch.allclose(blocks["mean@1"][2], full[ends[2]], **close)
+
+
+def test_a_step_prefix_is_read_from_its_whole_sequence(
+    head_model: tuple[PRM, object], tmp_path: Path
+) -> None:
+    model, tokenizer = head_model
+    args = tiny_args(mode="head")
+    cache = cache_for(model, args, tmp_path)
+    assert cache is not None
+    whole, _ = step_features(model, tokenizer, [(PROBLEM, STEPS)], args, cache)
+
+    path, throughput = step_features(model, tokenizer, [(PROBLEM, STEPS[:2])], args, cache)
+
+    assert throughput.sequences == 0 and cache.hits == 1
+    np.testing.assert_array_equal(path[0], whole[0][:2])
+    fresh, _ = step_features(model, tokenizer, [(PROBLEM, STEPS[:2])], args)
+    np.testing.assert_allclose(fresh[0], path[0], atol=2e-3, rtol=2e-3)
+    # Another problem with the same steps is another sequence.
+    _, computed = step_features(model, tokenizer, [("Other.", STEPS[:2])], args, cache)
+    assert computed.sequences == 1
+
+
+def test_prefix_keys_are_the_keys_of_the_cut_sequences() -> None:
+    ids, ends = [5, 6, 7, 99, 8, 99, 9, 10, 99], [3, 5, 8]
+
+    keys = prefix_keys(ids, ends)
+
+    assert keys == [
+        sequence_key(ids[:4], ends[:1]),
+        sequence_key(ids[:6], ends[:2]),
+        sequence_key(ids, ends),
+    ]
+
+
+def test_the_cache_is_per_backbone_and_readings(tmp_path: Path) -> None:
+    head, _, _ = setup(tiny_args(mode="head"))
+    full, _, _ = setup(tiny_args(mode="full"))
+    other, _, _ = setup(tiny_args(mode="head", seed=1))
+
+    caches = [cache_for(m, tiny_args(mode="head"), tmp_path) for m in (head, full, other)]
+
+    paths = {c.path for c in caches if isinstance(c, FeatureCache)}
+    assert len(paths) == 3  # the full-mode model reads the last layer alone
