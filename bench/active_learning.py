@@ -86,25 +86,40 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from app.config import get_settings
+from app.content_keys import normalized_problem
 from app.models import FinishReason
 from app.prm800k import completion_dict, dumps, parse_line, question_dict, record_dict, step_dict
-from bench.prm_quality import SHARED_DATA, Split, examples, split
+from bench.prm_quality import HEADS, SHARED_DATA, Split, examples, split
+from bench.prmbench import SUBSET as PRMBENCH
+from bench.prmbench import drop_problems, load_prmbench, problem_group
 from worker import evaluate
 from worker.assess import step_set
 from worker.data import examples_from_record, problem_key
-from worker.eval_sets import PROCESSBENCH_SUBSETS, ProcessBenchItem, fixed_sample, load_processbench
-from worker.evaluate import Statistic
+from worker.eval_sets import (
+    PROCESSBENCH_SUBSETS,
+    ProcessBenchItem,
+    fixed_sample,
+    load_processbench,
+    unit_hash,
+)
+from worker.evaluate import LEVEL, RESAMPLES, Statistic
 from worker.features import FeatureCache, cache_for
 from worker.model import PRM, TrainingArgs, training_args_for
 from worker.pretrained import resolve_base_model
-from worker.score import Throughput, fill_cache, solution_score, step_probabilities
+from worker.score import (
+    Throughput,
+    fill_cache,
+    member_probabilities,
+    solution_score,
+    step_features,
+)
 from worker.select import (
     STRATEGIES,
     Candidate,
     SelectionPlan,
     Strategy,
-    first_error_entropy,
     select,
+    uncertainty_of,
 )
 from worker.train import Example, fit, setup
 
@@ -165,6 +180,10 @@ class Data:
     split: Split
     examples: list[Example]
     """The training example of each pool solution, in pool order."""
+    problems: list[int]
+    """The problem of each pool solution, as the selection groups them."""
+    notes: dict[str, Any]
+    """What the corpus is, and what was left out of it."""
 
     @property
     def pool(self) -> list[ProcessBenchItem]:
@@ -172,12 +191,46 @@ class Data:
 
 
 def load(options: argparse.Namespace) -> Data:
-    items = load_processbench(options.data, options.subsets.split(","))
-    parts = split(fixed_sample(items, options.per_subset, SPLIT_SEED), TEST_SHARE, SPLIT_SEED)
-    test_problems = {i.problem for i in parts.test}
-    if any(i.problem in test_problems for i in parts.train):
+    """The corpus split by problem: ProcessBench's subsets, or PRMBench (its trajectories
+    whose problem is a ProcessBench test problem left out)."""
+    notes: dict[str, Any] = {"corpus": options.corpus}
+    if options.corpus == PRMBENCH:
+        everything = load_processbench(options.data)
+        tests = split(everything, TEST_SHARE, SPLIT_SEED).test
+        items, dropped = drop_problems(
+            load_prmbench(options.data), {normalized_problem(i.problem) for i in tests}
+        )
+        notes["trajectories_dropped_as_processbench_test_problems"] = dropped
+        items = fixed_groups(items, options.per_subset)
+        parts = split(items, TEST_SHARE, SPLIT_SEED, problem_group)
+        group = problem_group
+    else:
+        notes["subsets"] = options.subsets
+        items = load_processbench(options.data, options.subsets.split(","))
+        parts = split(fixed_sample(items, options.per_subset, SPLIT_SEED), TEST_SHARE, SPLIT_SEED)
+        group = _problem_text
+    test_problems = {group(i) for i in parts.test}
+    if any(group(i) in test_problems for i in parts.train):
         raise ValueError("a test problem is in the pool")
-    return Data(parts, [training_example(i) for i in parts.train])
+    return Data(
+        parts,
+        [training_example(i) for i in parts.train],
+        [problem_key(group(i)) for i in parts.train],
+        notes,
+    )
+
+
+def _problem_text(item: ProcessBenchItem) -> str:
+    return item.problem
+
+
+def fixed_groups(items: list[ProcessBenchItem], count: int | None) -> list[ProcessBenchItem]:
+    """The items of a fixed sample of ``count`` trajectories (all with None)."""
+    if count is None:
+        return items
+    groups = sorted({problem_group(i) for i in items}, key=lambda g: unit_hash(SPLIT_SEED, g))
+    kept = set(groups[:count])
+    return [i for i in items if problem_group(i) in kept]
 
 
 # The PRM, through the worker's code
@@ -185,8 +238,9 @@ def load(options: argparse.Namespace) -> Data:
 
 @dataclass
 class Learner:
-    """The PRM: the worker's model, in head mode with its feature cache (the CPU default),
-    or in full or lora mode (a GPU's), retrained from the pretrained weights every round."""
+    """The PRM: the worker's model, in head mode with its feature cache (the CPU default,
+    with the worker's default head or one of bench/prm_quality.py's), or in full or lora
+    mode (a GPU's), retrained from the pretrained weights every round."""
 
     model: PRM
     tokenizer: PreTrainedTokenizerBase
@@ -195,25 +249,40 @@ class Learner:
     device: torch.device
 
     @classmethod
-    def load(cls, base_model: str, cache_dir: Path, mode: str, device: str) -> Learner:
+    def load(cls, options: argparse.Namespace) -> Learner:
         """The same model for every seed: it starts alike, and only the labels vary."""
-        args = training_args_for(base_model, mode=mode, device=device, seed=MODEL_SEED)
+        head = HEADS[options.head] if options.head and options.mode == "head" else {}
+        args = training_args_for(
+            options.base_model,
+            mode=options.mode,
+            device=options.device,
+            seed=MODEL_SEED,
+            **head,
+        )
         model, tokenizer, resolved = setup(args)
-        return cls(model, tokenizer, args, cache_for(model, args, cache_dir), resolved)
+        cache = cache_for(model, args, options.cache_dir, remember=True)
+        return cls(model, tokenizer, args, cache, resolved)
 
     @property
     def described(self) -> str:
-        """The mode and the device, as the figures record them."""
+        """The mode, the head and the device, as the figures record them."""
         name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
-        return f"{self.args.mode} on {name}"
+        if self.args.mode != "head":
+            return f"{self.args.mode} on {name}"
+        head = self.args
+        shape = f"MLP {head.head_hidden}" if head.head_hidden else "linear"
+        return (
+            f"head on {name}: {head.head_members} {shape} member(s) reading "
+            f"{', '.join(head.head_readings)}"
+        )
 
     def warm(self, data: Data, progress: Progress) -> Throughput:
-        """Put every sequence the runs will read into the cache: the labeled paths (a path
-        that ends at an error is a prefix of its solution, a sequence of its own) and every
-        whole solution."""
+        """Put every sequence the runs will read into the cache: every whole solution, then
+        the labeled paths (a path that stops at an error is a step prefix of its solution,
+        read from it for free)."""
         everything = [*data.pool, *data.split.calibration, *data.split.test]
-        items = [(e.problem, e.steps) for e in data.examples]
-        items += [(i.problem, i.steps) for i in everything]
+        items = [(i.problem, i.steps) for i in everything]
+        items += [(e.problem, e.steps) for e in data.examples]
         if self.cache is None:  # full or lora: the backbone trains, nothing to cache
             return Throughput(0, 0, 0, 0.0)
 
@@ -232,23 +301,35 @@ class Learner:
             self.model = setup(self.args)[0]
         fit(self.model, self.tokenizer, examples, self.args, cache=self.cache)
 
-    def probabilities(self, items: Sequence[ProcessBenchItem]) -> list[np.ndarray]:
+    def features(self, items: Sequence[ProcessBenchItem]) -> list[np.ndarray]:
         pairs = [(i.problem, i.steps) for i in items]
-        return step_probabilities(self.model, self.tokenizer, pairs, self.args, self.cache)[0]
+        return step_features(self.model, self.tokenizer, pairs, self.args, self.cache)[0]
 
-    def candidates(self, pool: list[ProcessBenchItem], unlabeled: list[int]) -> list[Candidate]:
-        """The unlabeled pool solutions as the selection sees them."""
-        scored = [solution_score(p) for p in self.probabilities([pool[i] for i in unlabeled])]
-        return [
-            Candidate(
-                solution_id=index,
-                problem_id=problem_key(pool[index].problem),
-                score=s.score,
-                answer_correct=pool[index].final_answer_correct,
-                uncertainty=first_error_entropy(s.step_scores),
+    def probabilities(self, items: Sequence[ProcessBenchItem]) -> list[np.ndarray]:
+        members = member_probabilities(self.model.head, self.features(items))
+        return [p.mean(axis=0) for p in members]
+
+    def candidates(self, data: Data, unlabeled: list[int]) -> list[Candidate]:
+        """The unlabeled pool solutions as the selection sees them: the score and the
+        uncertainties of the head's members, and where each sits in feature space."""
+        features = self.features([data.pool[i] for i in unlabeled])
+        members = member_probabilities(self.model.head, features)
+        candidates = []
+        for index, solution, probabilities in zip(unlabeled, features, members, strict=True):
+            scored = solution_score(probabilities)
+            with torch.no_grad():
+                inputs = self.model.head.inputs(torch.from_numpy(solution))
+            candidates.append(
+                Candidate(
+                    solution_id=index,
+                    problem_id=data.problems[index],
+                    score=scored.score,
+                    answer_correct=data.pool[index].final_answer_correct,
+                    uncertainty=uncertainty_of(np.array(scored.member_step_scores)),
+                    embedding=inputs.mean(dim=0).numpy() if len(inputs) else None,
+                )
             )
-            for index, s in zip(unlabeled, scored, strict=True)
-        ]
+        return candidates
 
 
 # Judging a PRM on the test problems
@@ -270,7 +351,8 @@ def remembered(statistic: Statistic) -> Statistic:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The PRM trained on ``labels`` labeled solutions, judged on the test problems."""
+    """The PRM trained on ``labels`` labeled solutions, judged on the test problems (or on
+    the calibration problems, to choose by)."""
 
     labels: int
     negatives: int
@@ -298,14 +380,21 @@ class Snapshot:
         return None if statistic is None else statistic(np.arange(units))
 
 
-def snapshot(learner: Learner, data: Data, labeled: list[int]) -> Snapshot:
-    calibration, test = data.split.calibration, data.split.test
-    probabilities = learner.probabilities([*calibration, *test])
+def snapshot(learner: Learner, data: Data, labeled: list[int], judge: str) -> Snapshot:
+    """Judged on the test problems, the threshold chosen on the calibration problems; with
+    ``judge="calibration"`` on the calibration problems alone (the threshold too), never
+    reading a test problem."""
+    calibration = data.split.calibration
+    test = calibration if judge == "calibration" else data.split.test
+    probabilities = learner.probabilities(
+        calibration if judge == "calibration" else [*calibration, *test]
+    )
     step_scores = [solution_score(p).step_scores for p in probabilities]
     threshold = evaluate.choose_threshold(
         evaluate.FirstErrors(step_scores[: len(calibration)], [i.label for i in calibration])
     )
-    tested = step_scores[len(calibration) :]
+    probabilities = probabilities[-len(test) :]
+    tested = step_scores[-len(test) :]
     subsets = {
         name: evaluate.FirstErrors(
             [s for s, i in zip(tested, test, strict=True) if i.subset == name],
@@ -314,7 +403,7 @@ def snapshot(learner: Learner, data: Data, labeled: list[int]) -> Snapshot:
         for name in dict.fromkeys(i.subset for i in test)
     }
     f1, strata = evaluate.mean_f1_statistic(subsets, threshold)
-    steps = step_set(examples(test), probabilities[len(calibration) :])
+    steps = step_set(examples(test), probabilities)
     return Snapshot(
         labels=len(labeled),
         negatives=sum(data.pool[i].label >= 0 for i in labeled),
@@ -392,14 +481,15 @@ def plan_for(
     return SelectionPlan(strategy, wrong_share=options.wrong_share, global_top_k=size, seed=seed)
 
 
-def start(learner: Learner, data: Data, seed: int, schedule: Schedule) -> Start:
+def start(learner: Learner, data: Data, seed: int, options: argparse.Namespace) -> Start:
     started = time.perf_counter()
-    labeled = random.Random(seed).sample(range(len(data.pool)), schedule.seed_size)
+    labeled = random.Random(seed).sample(range(len(data.pool)), options.schedule.seed_size)
     learner.fit([data.examples[i] for i in labeled])
     unlabeled = sorted(set(range(len(data.pool))) - set(labeled))
-    candidates = learner.candidates(data.pool, unlabeled)
+    candidates = learner.candidates(data, unlabeled)
     seconds = time.perf_counter() - started
-    return Start(seed, labeled, snapshot(learner, data, labeled), candidates, seconds)
+    shot = snapshot(learner, data, labeled, options.judge)
+    return Start(seed, labeled, shot, candidates, seconds)
 
 
 def grow(
@@ -427,14 +517,15 @@ def grow(
         if len(run.labeled) < schedule.budgets[-1]:
             taken = set(run.labeled)
             unlabeled = [c.solution_id for c in candidates if c.solution_id not in taken]
-            candidates = learner.candidates(data.pool, unlabeled)
+            candidates = learner.candidates(data, unlabeled)
         seconds = time.perf_counter() - started
         run.seconds += seconds
         run.rounds += 1
         judged = ""
         if len(run.labeled) in schedule.budgets:
-            shot = run.snapshots[len(run.labeled)] = snapshot(learner, data, run.labeled)
-            judged = f", test F1 {_number(shot.value('f1'))}, AUROC {_number(shot.value('auroc'))}"
+            shot = snapshot(learner, data, run.labeled, options.judge)
+            run.snapshots[len(run.labeled)] = shot
+            judged = f", F1 {_number(shot.value('f1'))}, AUROC {_number(shot.value('auroc'))}"
         progress.line(
             f"seed {run.seed} {strategy}: {len(run.labeled)} labels, round {seconds:.1f} s{judged}"
         )
@@ -443,7 +534,7 @@ def grow(
 
 def compare(data: Data, options: argparse.Namespace, progress: Progress) -> dict[str, Any]:
     """Every strategy from every seed's seed set; the runs and the setup's timings."""
-    learner = Learner.load(options.base_model, options.cache_dir, options.mode, options.device)
+    learner = Learner.load(options)
     progress.line(f"the PRM: {options.model}, {learner.described}")
     warmed = learner.warm(data, progress)
     progress.line(f"features of {warmed.sequences} new sequences in {warmed.seconds:.1f} s")
@@ -455,17 +546,27 @@ def compare(data: Data, options: argparse.Namespace, progress: Progress) -> dict
     runs: dict[Strategy, list[Run]] = {s: [] for s in options.strategies}
     starts = []
     for seed in range(options.seeds):
-        begun = start(learner, data, seed, options.schedule)
+        begun = start(learner, data, seed, options)
         progress.line(
             f"seed {seed}: seed set of {len(begun.labeled)} in {begun.seconds:.1f} s, "
-            f"test F1 {_number(begun.snapshot.value('f1'))}, "
+            f"F1 {_number(begun.snapshot.value('f1'))}, "
             f"AUROC {_number(begun.snapshot.value('auroc'))}"
         )
         starts.append(round(begun.seconds, 1))
         for strategy in options.strategies:
             runs[strategy].append(grow(learner, data, strategy, begun, options, progress))
+    whole = None
+    if len(data.pool) > options.schedule.budgets[-1]:
+        # Uniform's curve goes on to the whole pool, the same labels for every seed: how
+        # far past the largest budget it would take uniform to catch up stays measurable.
+        everything = list(range(len(data.pool)))
+        learner.fit([data.examples[i] for i in everything])
+        whole = snapshot(learner, data, everything, options.judge)
+        progress.line(f"the whole pool, {len(everything)} labels: F1 {_number(whole.value('f1'))}")
     torch.set_num_threads(threads)
     setup = {
+        **data.notes,
+        "judged_on": options.judge,
         "model": options.model,
         "mode": learner.args.mode,
         "device": learner.described,
@@ -473,38 +574,79 @@ def compare(data: Data, options: argparse.Namespace, progress: Progress) -> dict
         "feature_seconds": round(warmed.seconds, 1),
         "seed_set_seconds": starts,
     }
-    return {"runs": runs, "setup": setup}
+    return {"runs": runs, "setup": setup, "whole_pool": whole}
 
 
 # Figures over the seeds
 
+Draw = tuple[np.ndarray, np.ndarray]
+"""One bootstrap draw: the seeds (indices, with replacement) and the judged units."""
 
-def seed_mean(statistics: Sequence[Statistic]) -> Statistic:
-    def mean(units: np.ndarray) -> float | None:
-        values = [s(units) for s in statistics]
-        present = [v for v in values if v is not None]
-        return float(np.mean(present)) if len(present) == len(values) else None
 
-    return mean
+def joint_draws(snapshots: Sequence[Snapshot], figure: str) -> list[Draw]:
+    """Draws that resample the seeds and the judged units together, so that an interval
+    holds both the seed-to-seed spread and the judged set's sampling error. The same draws
+    (a fixed generator) for every strategy and budget: every model is judged alike."""
+    seeds = len(snapshots)
+    units, strata = snapshots[0].units(figure)
+    everything = np.arange(units)
+    labels = np.zeros(units, dtype=int) if strata is None else np.asarray(strata)
+    groups = [everything[labels == label] for label in np.unique(labels)]
+    rng = np.random.default_rng(0)
+    return [
+        (
+            rng.integers(0, seeds, seeds),
+            np.concatenate([g[rng.integers(0, len(g), len(g))] for g in groups]),
+        )
+        for _ in range(RESAMPLES)
+    ]
+
+
+def mean_over(
+    statistics: Sequence[Statistic], seeds: np.ndarray, units: np.ndarray
+) -> float | None:
+    values = [statistics[k](units) for k in seeds]
+    present = [v for v in values if v is not None]
+    return float(np.mean(present)) if len(present) == len(values) else None
+
+
+def _interval(values: list[float], point: float) -> tuple[float, float]:
+    if not values:
+        return point, point
+    tail = (1 - LEVEL) / 2 * 100
+    low, high = np.percentile(np.array(values), [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def _statistics(snapshots: Sequence[Snapshot], figure: str) -> list[Statistic] | None:
+    statistics = [s.statistic(figure) for s in snapshots]
+    present = [s for s in statistics if s is not None]
+    return present if len(present) == len(statistics) else None
 
 
 def estimate(snapshots: Sequence[Snapshot], figure: str) -> dict[str, Any]:
-    """The seeds' mean figure, its 95% interval over test draws, and its spread over seeds."""
-    statistics = [s.statistic(figure) for s in snapshots]
-    units, strata = snapshots[0].units(figure)
-    present = [s for s in statistics if s is not None]
-    mean = None
-    if len(present) == len(statistics):
-        mean = evaluate.bootstrap(seed_mean(present), units, strata=strata)
-    if mean is None:
+    """The seeds' mean figure, its 95% interval over seeds and judged units drawn together,
+    and the spread over seeds."""
+    statistics = _statistics(snapshots, figure)
+    if statistics is None:
         return {"status": "not enough data"}
-    per_seed = [evaluate.bootstrap(s, units, strata=strata) for s in present]
-    values = [e.value for e in per_seed if e is not None]
+    seeds = np.arange(len(statistics))
+    everything = np.arange(snapshots[0].units(figure)[0])
+    value = mean_over(statistics, seeds, everything)
+    if value is None:
+        return {"status": "not enough data"}
+    draws = [mean_over(statistics, s, u) for s, u in joint_draws(snapshots, figure)]
+    low, high = _interval([d for d in draws if d is not None], value)
+    per_seed = [s(everything) for s in statistics]
+    present = [v for v in per_seed if v is not None]
     return {
         "status": "ok",
-        **mean.as_dict(),
-        "seed_sd": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
-        "per_seed": [e.as_dict() if e else None for e in per_seed],
+        "value": value,
+        "low": low,
+        "high": high,
+        "n": len(everything),
+        "seed_sd": float(np.std(present, ddof=1)) if len(present) > 1 else 0.0,
+        "per_seed": per_seed,
     }
 
 
@@ -529,48 +671,52 @@ def reach_note(curve: Sequence[float], value: float) -> str:
 def efficiency(
     reference: dict[int, list[Snapshot]], chosen: list[Snapshot], budget: int, figure: str
 ) -> dict[str, Any]:
-    """Labels the reference needs to reach ``chosen``'s figure, per label at ``budget``."""
+    """Labels the reference needs to reach ``chosen``'s figure, per label at ``budget``:
+    the seeds' mean curve against the seeds' mean figure, the same seeds for both (a seed
+    gives both their seed set) in every draw."""
     sizes = sorted(reference)
-    units, strata = chosen[0].units(figure)
-    curves = [[s.statistic(figure) for s in reference[n]] for n in sizes]
-    values = [s.statistic(figure) for s in chosen]
-    if any(s is None for s in [*values, *(s for c in curves for s in c)]):
+    curves = [_statistics(reference[n], figure) for n in sizes]
+    values = _statistics(chosen, figure)
+    if values is None or any(c is None for c in curves):
         return {"status": "not enough data"}
-    curve_means = [seed_mean([s for s in c if s is not None]) for c in curves]
-    value_mean = seed_mean([s for s in values if s is not None])
+    known = [c for c in curves if c is not None]
 
-    def ratio(draw: np.ndarray) -> float | None:
-        curve = [c(draw) for c in curve_means]
-        value = value_mean(draw)
+    def ratio(seeds: np.ndarray, units: np.ndarray) -> float | None:
+        curve = [mean_over(c, seeds, units) for c in known]
+        value = mean_over(values, seeds, units)
         if value is None or any(y is None for y in curve):
             return None
         return labels_to_reach(sizes, [y for y in curve if y is not None], value) / budget
 
-    found = evaluate.bootstrap(ratio, units, strata=strata)
-    if found is None:
+    everything = np.arange(chosen[0].units(figure)[0])
+    all_seeds = np.arange(len(chosen))
+    point = ratio(all_seeds, everything)
+    if point is None:
         return {"status": "not enough data"}
-    everything = np.arange(units)
-    curve = [float(c(everything) or 0.0) for c in curve_means]
-    per_seed = [
-        labels_to_reach(
-            sizes, [reference[n][k].value(figure) or 0.0 for n in sizes], shot.value(figure) or 0.0
-        )
-        / budget
-        for k, shot in enumerate(chosen)
-    ]
+    draws = [ratio(seeds, units) for seeds, units in joint_draws(chosen, figure)]
+    low, high = _interval([d for d in draws if d is not None], point)
+    curve = [mean_over(c, all_seeds, everything) or 0.0 for c in known]
+    per_seed = [ratio(np.array([k]), everything) or 0.0 for k in range(len(chosen))]
     return {
         "status": "ok",
-        **found.as_dict(),
-        "reach": reach_note(curve, float(value_mean(everything) or 0.0)),
+        "value": point,
+        "low": low,
+        "high": high,
+        "reach": reach_note(curve, mean_over(values, all_seeds, everything) or 0.0),
         "floor": sizes[0] / budget,
         "cap": sizes[-1] / budget,
         "per_seed": per_seed,
     }
 
 
-def summarize(runs: dict[Strategy, list[Run]], schedule: Schedule) -> list[dict[str, Any]]:
-    """One row per strategy and budget (and one for the shared seed set)."""
+def summarize(
+    runs: dict[Strategy, list[Run]], schedule: Schedule, whole: Snapshot | None
+) -> list[dict[str, Any]]:
+    """One row per strategy and budget (and one for the shared seed set). Uniform's curve,
+    the reference, runs on to the whole pool where it is larger than the largest budget."""
     reference = {n: [r.snapshots[n] for r in runs[REFERENCE]] for n in schedule.sizes}
+    if whole is not None:
+        reference[whole.labels] = [whole] * len(runs[REFERENCE])
     rows = [_row("seed set (all)", reference[schedule.seed_size], {})]
     for strategy, strategy_runs in runs.items():
         for budget in schedule.budgets:
@@ -584,6 +730,8 @@ def summarize(runs: dict[Strategy, list[Run]], schedule: Schedule) -> list[dict[
                 for figure in FIGURES
             }
             rows.append(_row(strategy, shots, ratios))
+    if whole is not None:
+        rows.append(_row(f"{REFERENCE}, the whole pool", [whole], {}))
     return rows
 
 
@@ -632,6 +780,13 @@ def show_ratio(ratio: dict[str, Any] | None) -> str:
 
 
 def print_table(result: dict[str, Any], out: TextIO = sys.stdout) -> None:
+    setup = result["setup"]
+    print(
+        f"{setup['corpus']}, judged on the {setup['judged_on']} problems; the PRM: "
+        f"{setup['device']}",
+        file=out,
+    )
+    print(file=out)
     print(
         "| strategy | labels | ProcessBench F1 [95% CI] (sd over seeds) "
         "| step AUROC [95% CI] (sd) | uniform's labels per label, F1 [95% CI] (seeds) "
@@ -662,6 +817,10 @@ COLORS = {
     "convincing_wrong": "#d62728",
     "random_wrong": "#1f77b4",
     "uncertain": "#2ca02c",
+    "disagreement": "#9467bd",
+    "ensemble": "#ff7f0e",
+    "convincing_uncertain": "#8c564b",
+    "diverse": "#17becf",
 }
 PANEL_WIDTH, PANEL_HEIGHT, MARGIN = 420, 300, 50
 
@@ -798,11 +957,33 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument(
+        "--corpus",
+        choices=("processbench", PRMBENCH),
+        default="processbench",
+        help="prmbench: the paper's regime, up to 9 labeled solutions per problem",
+    )
+    parser.add_argument(
         "--subsets", default=",".join(DEFAULT_SUBSETS), help=", ".join(PROCESSBENCH_SUBSETS)
     )
-    parser.add_argument("--per-subset", type=int, help="a fixed sample of each subset")
+    parser.add_argument(
+        "--per-subset",
+        type=int,
+        help="a fixed sample of each subset (PRMBench: of its trajectories)",
+    )
+    parser.add_argument(
+        "--judge",
+        choices=("test", "calibration"),
+        default="test",
+        help="calibration: judge on the calibration problems, to choose by; never reads a "
+        "test problem",
+    )
+    parser.add_argument(
+        "--head",
+        choices=sorted(HEADS),
+        help="a head of bench/prm_quality.py instead of the worker's default",
+    )
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
-    parser.add_argument("--seeds", type=int, default=5, help="seeds 0 .. N-1")
+    parser.add_argument("--seeds", type=int, default=10, help="seeds 0 .. N-1")
     parser.add_argument("--seed-size", type=int, default=50, help="the uniform seed set")
     parser.add_argument("--budgets", default="100,200,400", help="cumulative labels")
     parser.add_argument("--batch", type=int, default=50, help="labels per round (0: to the budget)")
@@ -837,7 +1018,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     result = compare(data, options, progress)
     runs: dict[Strategy, list[Run]] = result["runs"]
-    result["rows"] = summarize(runs, options.schedule)
+    result["rows"] = summarize(runs, options.schedule, result.pop("whole_pool"))
     result["compute"] = {
         s: {"seconds": sum(r.seconds for r in rs), "rounds": sum(r.rounds for r in rs)}
         for s, rs in runs.items()

@@ -48,6 +48,8 @@ import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from app.config import get_settings
+from app.content_keys import normalized_problem
+from bench.prmbench import drop_problems, load_prmbench
 from worker import evaluate
 from worker.assess import by_subset, first_errors, step_set
 from worker.eval_sets import (
@@ -58,7 +60,15 @@ from worker.eval_sets import (
     split_by_problem_hash,
 )
 from worker.features import FeatureCache, cache_for
-from worker.model import LABELS, PRM, TINY, TrainingArgs, training_args_for
+from worker.model import (
+    HEAD_READINGS,
+    LABELS,
+    LAST_LAYER,
+    PRM,
+    TINY,
+    TrainingArgs,
+    training_args_for,
+)
 from worker.pretrained import resolve_base_model
 from worker.score import Throughput, fill_cache, step_probabilities
 from worker.train import Example, fit, setup
@@ -68,6 +78,20 @@ CALIBRATION_SHARE = 0.2
 """Share of the training problems kept for choosing the threshold (not trained on)."""
 MODELS = ("constant", "tiny", "smollm2-135m", "smollm2-135m-lora")
 DEFAULT_MODELS = ("constant", "tiny", "smollm2-135m")
+ALL_READINGS = {"head_readings": HEAD_READINGS}
+HEADS: dict[str, dict[str, Any]] = {
+    "last": {"head_readings": LAST_LAYER},
+    "ends": {"head_readings": ("end@1", "end@0.75", "end@0.5")},
+    "all": ALL_READINGS,
+    "all-l2x10": ALL_READINGS | {"weight_decay": 1.0},
+    "all-balanced": ALL_READINGS | {"head_class_balance": True},
+    "all-mlp": ALL_READINGS | {"head_hidden": 256},
+    "all-x5": ALL_READINGS | {"head_members": 5},
+    "all-mlp-x5": ALL_READINGS | {"head_hidden": 256, "head_members": 5},
+}
+"""Heads on SmolLM2's cached features, each a model ``smollm2-135m:<name>``: what they read
+(worker/model.py ``HEAD_READINGS``) and how (worker/head.py), the rest as the CPU default.
+``smollm2-135m`` alone is the worker's default head."""
 
 
 @dataclass(frozen=True)
@@ -77,9 +101,15 @@ class Split:
     test: list[ProcessBenchItem]
 
 
-def split(items: list[ProcessBenchItem], test_share: float, seed: int) -> Split:
-    test, rest = split_by_problem_hash(items, test_share, seed)
-    calibration, train = split_by_problem_hash(rest, CALIBRATION_SHARE, seed + 1)
+def split(
+    items: list[ProcessBenchItem],
+    test_share: float,
+    seed: int,
+    problem: Callable[[ProcessBenchItem], str] = lambda item: item.problem,
+) -> Split:
+    """Test, calibration and training problems, by a hash of each item's ``problem``."""
+    test, rest = split_by_problem_hash(items, test_share, seed, problem)
+    calibration, train = split_by_problem_hash(rest, CALIBRATION_SHARE, seed + 1, problem)
     return Split(train, calibration, test)
 
 
@@ -174,30 +204,36 @@ def warm(
     fill_cache(model, tokenizer, [(i.problem, i.steps) for i in items], args, cache, report)
 
 
-def figures(trained: Trained, data: Split, seed: int) -> dict[str, Any]:
-    """ProcessBench F1 per subset and overall, step AUROC per subset and overall."""
+def figures(trained: Trained, data: Split, seed: int, judge: str = "test") -> dict[str, Any]:
+    """ProcessBench F1 per subset and overall, step AUROC per subset and overall, on the
+    test problems; or, with ``judge="calibration"``, on the calibration problems alone (the
+    threshold chosen on them too, so their F1 flatters every model alike): the figures to
+    choose by, which never read a test problem."""
     started = time.process_time()
     calibration = trained.probabilities(data.calibration)
-    test = trained.probabilities(data.test)
+    judged_items = data.calibration if judge == "calibration" else data.test
+    judged = calibration if judge == "calibration" else trained.probabilities(data.test)
     score_seconds = time.process_time() - started
     threshold = evaluate.choose_threshold(first_errors(data.calibration, calibration))
-    subsets = by_subset(data.test, test)
+    subsets = by_subset(judged_items, judged)
     aurocs: dict[str, Any] = {}
     for name in subsets:
-        chosen = [k for k, item in enumerate(data.test) if item.subset == name]
+        chosen = [k for k, item in enumerate(judged_items) if item.subset == name]
         aurocs[name] = evaluate.step_auroc(
-            step_set(examples([data.test[k] for k in chosen]), [test[k] for k in chosen]), seed
+            step_set(examples([judged_items[k] for k in chosen]), [judged[k] for k in chosen]),
+            seed,
         )
     processbench = evaluate.processbench_figures(subsets, threshold, seed)
     return {
         "model": trained.name,
+        "judged_on": judge,
         "train_cpu_seconds": round(trained.train_seconds, 1),
         "score_cpu_seconds": round(score_seconds, 1),
         "notes": trained.notes,
         "threshold": threshold,
         "processbench": processbench,
         "step_auroc": {
-            "all": evaluate.step_auroc(step_set(examples(data.test), test), seed),
+            "all": evaluate.step_auroc(step_set(examples(judged_items), judged), seed),
             **aurocs,
         },
     }
@@ -264,6 +300,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lora-minutes", type=float, default=20.0, help="CPU minutes of LoRA training"
     )
+    parser.add_argument(
+        "--judge",
+        choices=("test", "calibration"),
+        default="test",
+        help="calibration: judge on the calibration problems, never reading a test one",
+    )
+    parser.add_argument(
+        "--extra-train",
+        choices=("prmbench",),
+        help="also train on PRMBench's problems that are no ProcessBench calibration or "
+        "test problem (bench/prmbench.py)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument(
         "--fresh-features",
@@ -282,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     if not items:
         parser.error(f"no ProcessBench files in {options.data}")
     data = restrict(split(items, options.test_share, options.seed), judged, trained)
+    if options.extra_train == "prmbench":
+        data = with_prmbench(data, options)
     print(
         f"ProcessBench: {len(data.train)} training, {len(data.calibration)} calibration, "
         f"{len(data.test)} test solutions",
@@ -295,13 +345,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def with_prmbench(data: Split, options: argparse.Namespace) -> Split:
+    """The split with PRMBench's solutions added to training, every trajectory whose problem
+    is a ProcessBench calibration or test problem (of any subset) left out."""
+    everything = split(load_processbench(options.data), options.test_share, options.seed)
+    judged = {normalized_problem(i.problem) for i in everything.calibration + everything.test}
+    extra, dropped = drop_problems(load_prmbench(options.data), judged)
+    print(
+        f"PRMBench: {len(extra)} solutions added to training; {dropped} trajectories left "
+        "out (their problem is a ProcessBench calibration or test problem)",
+        flush=True,
+    )
+    return Split([*data.train, *extra], data.calibration, data.test)
+
+
 def _run_models(options: argparse.Namespace, data: Split) -> list[dict[str, Any]]:
     """Train and judge each model in turn, printing (and saving) each one's figures."""
     results: list[dict[str, Any]] = []
     for name in options.models.split(","):
         started = time.perf_counter()
         trained = _train(name, data, options)
-        result = figures(trained, data, options.seed)
+        result = figures(trained, data, options.seed, options.judge)
         result["wall_seconds"] = round(time.perf_counter() - started, 1)
         results.append(result)
         print(f"{name}: done in {result['wall_seconds']} s", flush=True)
@@ -323,20 +387,17 @@ def _train_model(name: str, data: Split, options: argparse.Namespace, cache_dir:
         args = training_args_for(TINY, device="cpu", epochs=options.tiny_epochs, seed=options.seed)
         return train_worker_model(name, args, data, None, cache_dir)
     directory = resolve_base_model("smollm2-135m", get_settings().model_dir)
-    if name == "smollm2-135m":
-        return train_worker_model(
-            name,
-            training_args_for(directory, mode="head", device="cpu", seed=options.seed),
-            data,
-            None,
-            cache_dir,
-        )
+    if name == "smollm2-135m" or name.removeprefix("smollm2-135m:") in HEADS:
+        head = HEADS.get(name.removeprefix("smollm2-135m:"), {})
+        args = training_args_for(directory, mode="head", device="cpu", seed=options.seed, **head)
+        return train_worker_model(name, args, data, None, cache_dir)
     if name == "smollm2-135m-lora":
         args = training_args_for(
             directory, mode="lora", device="cpu", max_length=1024, seed=options.seed
         )
         return train_worker_model(name, args, data, options.lora_minutes * 60, cache_dir)
-    raise SystemExit(f"unknown model {name!r}: choose from {', '.join(MODELS)}")
+    known = [*MODELS, *(f"smollm2-135m:{head}" for head in HEADS)]
+    raise SystemExit(f"unknown model {name!r}: choose from {', '.join(known)}")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+import numpy as np
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
@@ -46,7 +47,7 @@ from worker.model import PRM, TrainingArgs, training_args_for
 from worker.pretrained import resolve_base_model
 from worker.repository import PoolSolution
 from worker.score import score_solutions
-from worker.select import Candidate, SelectionPlan, first_error_entropy, select
+from worker.select import Candidate, SelectionPlan, select, uncertainty_of
 from worker.train import Example, fit, setup, split_by_problem
 
 P = ParamSpec("P")
@@ -303,7 +304,11 @@ class Cycle:
         self.metrics["pool_scored"] = len(pool)
         return [
             Candidate(
-                p.id, p.problem_id, s.score, p.answer_correct, first_error_entropy(s.step_scores)
+                p.id,
+                p.problem_id,
+                s.score,
+                p.answer_correct,
+                uncertainty_of(np.array(s.member_step_scores)),
             )
             for p, s in zip(pool, scores, strict=True)
         ]

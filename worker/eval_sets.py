@@ -109,11 +109,15 @@ def load_processbench(
 
 
 def split_by_problem_hash(
-    items: Sequence[ProcessBenchItem], share: float, seed: int
+    items: Sequence[ProcessBenchItem],
+    share: float,
+    seed: int,
+    problem: Callable[[ProcessBenchItem], str] = lambda item: item.problem,
 ) -> tuple[list[ProcessBenchItem], list[ProcessBenchItem]]:
-    """(the items of a ``share`` of the problems, the rest), by a hash of the problem text."""
-    inside = [i for i in items if unit_hash(seed, i.problem) < share]
-    outside = [i for i in items if unit_hash(seed, i.problem) >= share]
+    """(the items of a ``share`` of the problems, the rest), by a hash of the problem text
+    (or of what ``problem`` names an item's problem by)."""
+    inside = [i for i in items if unit_hash(seed, problem(i)) < share]
+    outside = [i for i in items if unit_hash(seed, problem(i)) >= share]
     return inside, outside
 
 

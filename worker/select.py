@@ -1,18 +1,32 @@
 """Active learning: choose the solutions humans should label next.
 
-The default is the rule of "Let's Verify Step by Step" (section 4.2): per problem, rank
-the unlabeled solutions by the current PRM's score and take K, mostly the highest-scored
-solutions whose final answer is wrong (the PRM is fooled by them, so their labels teach it
-the most), the rest the highest-scored of the others (right or ungraded; wrong ones only
-where a problem has too few others). The share of wrong answers holds for the whole
-selection, exactly where the pool allows: problems' quotas are rounded by largest remainder.
+A selection takes K solutions per problem (problems in the strategy's order, up to a size
+cap), or the top K of the whole pool (``global_top_k``). The strategies
+(``STEPLABEL_SELECT_STRATEGY``; bench/active_learning.py measures them and BENCHMARKS.md
+holds the figures):
 
-Other strategies, for comparison (bench/active_learning.py measures them):
-- ``uniform``: K solutions per problem at random;
-- ``random_wrong``: the same share of wrong answers, but picked at random (wrong, not
-  necessarily convincing);
-- ``uncertain``: the solutions whose first error the PRM is least sure of (the entropy of
-  its distribution over "first error at step i, or none").
+- ``convincing_wrong``, the rule of "Let's Verify Step by Step" (section 4.2): per problem,
+  ``wrong_share`` of the K (rounded half up: 3 of 4, 4 of 5) are the highest-scored
+  solutions whose final answer is wrong (the PRM is fooled by them), the rest the
+  highest-scored of what remains, right or wrong;
+- ``uniform``: at random;
+- ``random_wrong``: the paper's shape, with its picks at random (wrong, not convincing);
+- ``uncertain``: the largest entropy of the PRM's first-error prediction (where is the first
+  error, if any?), the ensemble's mixture where the head has several members;
+- ``disagreement``: the members' disagreement alone (BALD: the mutual information between
+  the first error and which member predicts it), what more labels can settle;
+- ``ensemble``: ActPRM's rule (Duan et al. 2025): a step is uncertain when its P(fine) is
+  near one half (aleatoric) or its members disagree (epistemic); a solution ranks by its
+  most uncertain step up to the first one the PRM calls wrong (the steps a labeler rates);
+- ``convincing_uncertain``, the paper's intent with uncertainty: the first-error entropy
+  times the chance that the PRM's verdict on the whole solution contradicts its graded
+  answer (its score for a wrong answer, one minus it for a right one);
+- ``diverse``: ``ensemble``'s ranking, spread over the feature space: each pick's priority
+  is discounted by its nearness to the picks before it, so one round does not spend its
+  labels on near-copies.
+
+Uncertainty comes from the head's members (worker/head.py): several heads on the same
+cached features, so it costs one cheap pass over them.
 """
 
 from __future__ import annotations
@@ -20,12 +34,46 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
-Strategy = Literal["convincing_wrong", "uniform", "random_wrong", "uncertain"]
-STRATEGIES: tuple[Strategy, ...] = ("convincing_wrong", "uniform", "random_wrong", "uncertain")
+import numpy as np
+
+Strategy = Literal[
+    "convincing_wrong",
+    "uniform",
+    "random_wrong",
+    "uncertain",
+    "disagreement",
+    "ensemble",
+    "convincing_uncertain",
+    "diverse",
+]
+STRATEGIES: tuple[Strategy, ...] = (
+    "convincing_wrong",
+    "uniform",
+    "random_wrong",
+    "uncertain",
+    "disagreement",
+    "ensemble",
+    "convincing_uncertain",
+    "diverse",
+)
+
+
+@dataclass(frozen=True)
+class Uncertainty:
+    """How unsure the PRM is of a solution (see ``uncertainty_of``)."""
+
+    total: float = 0.0
+    """Entropy (nats) of the first error's distribution under the members' mixture."""
+    epistemic: float = 0.0
+    """Its part the members disagree on: the mutual information (0 with one member)."""
+    steps: float = 0.0
+    """ActPRM's: the most uncertain step up to the predicted first error, in [0, 1]; a
+    step's uncertainty is the mean of its aleatoric part (the binary entropy of its mean
+    P(fine), in bits) and its epistemic part (twice the members' standard deviation)."""
 
 
 @dataclass(frozen=True)
@@ -36,23 +84,49 @@ class Candidate:
     """The PRM's solution score: the product of its step scores."""
     answer_correct: bool | None
     """The graded final answer; None where it could not be graded."""
-    uncertainty: float = 0.0
-    """The entropy of the PRM's first-error prediction (``first_error_entropy``)."""
+    uncertainty: Uncertainty = Uncertainty()
+    embedding: np.ndarray | None = field(default=None, compare=False)
+    """Where the solution sits in feature space (``diverse``): its steps' mean feature."""
 
 
-def first_error_entropy(step_scores: Sequence[float]) -> float:
-    """Entropy (nats) of P(first error at step i) = prod(p[:i]) (1 - p[i]), P(none) = prod(p).
-
-    ``step_scores`` are P(step is fine). High when the PRM cannot tell where (or whether)
-    the solution goes wrong.
-    """
+def first_error_masses(step_scores: Sequence[float]) -> list[float]:
+    """P(first error at step i) = prod(p[:i]) (1 - p[i]), then P(none) = prod(p)."""
     masses = []
     survive = 1.0
     for score in step_scores:
         masses.append(survive * (1.0 - score))
         survive *= score
     masses.append(survive)
+    return masses
+
+
+def _entropy(masses: Iterable[float]) -> float:
     return -sum(m * math.log(m) for m in masses if m > 0)
+
+
+def first_error_entropy(step_scores: Sequence[float]) -> float:
+    """Entropy (nats) of the first-error distribution, given P(step is fine) per step.
+
+    High when the PRM cannot tell where (or whether) the solution goes wrong.
+    """
+    return _entropy(first_error_masses(step_scores))
+
+
+def uncertainty_of(member_scores: np.ndarray) -> Uncertainty:
+    """The uncertainties of one solution from (members, steps) P(step is fine)."""
+    if member_scores.shape[1] == 0:
+        return Uncertainty()
+    members = np.array([first_error_masses(row) for row in member_scores])
+    mixture = members.mean(axis=0)
+    total = _entropy(mixture)
+    aleatoric = float(np.mean([_entropy(row) for row in members]))
+    mean = member_scores.mean(axis=0)
+    wrong = np.flatnonzero(mean < 0.5)
+    rated = mean[: wrong[0] + 1 if len(wrong) else len(mean)]
+    spread = 2 * member_scores.std(axis=0)[: len(rated)]
+    binary = np.array([_entropy([p, 1 - p]) / math.log(2) for p in rated])
+    steps = float(np.max((binary + spread) / 2))
+    return Uncertainty(total, max(0.0, total - aleatoric), steps)
 
 
 @dataclass(frozen=True)
@@ -77,54 +151,76 @@ def select(candidates: Iterable[Candidate], plan: SelectionPlan) -> list[int]:
     else:
         groups = _problems_in_turn(pool, plan.strategy, rng)
         sizes = _capped([min(plan.per_problem, len(g)) for g in groups], plan.max_size)
-    pairs = list(zip(groups, sizes, strict=True))
-    if plan.strategy == "uniform":
-        return [c.solution_id for group, size in pairs for c in rng.sample(group, size)]
-    if plan.strategy == "uncertain":
-        return [c.solution_id for group, size in pairs for c in _most_uncertain(group, size)]
-    wrong = [sum(c.answer_correct is False for c in g) for g in groups]
-    floors = [max(0, size - (len(g) - w)) for (g, size), w in zip(pairs, wrong, strict=True)]
-    capacities = [min(size, w) for size, w in zip(sizes, wrong, strict=True)]
-    quotas = wrong_quotas(sizes, capacities, plan.wrong_share, floors)
-    at_random = plan.strategy == "random_wrong"
     chosen: list[int] = []
-    for group, size, quota in zip(groups, sizes, quotas, strict=True):
-        chosen += _take(group, size, quota, rng if at_random else None)
+    for group, size in zip(groups, sizes, strict=True):
+        chosen += [c.solution_id for c in _pick(group, size, plan, rng)]
     return chosen
 
 
-def wrong_quotas(
-    sizes: Sequence[int],
-    capacities: Sequence[int],
-    share: float,
-    floors: Sequence[int] | None = None,
-) -> list[int]:
-    """How many wrong answers each group gives, ``share`` of all exactly where possible.
+def _pick(
+    group: list[Candidate], size: int, plan: SelectionPlan, rng: random.Random
+) -> list[Candidate]:
+    if plan.strategy == "uniform":
+        return rng.sample(group, size)
+    if plan.strategy == "convincing_wrong":
+        return paper_rule(_ranked(group), size, plan.wrong_share)
+    if plan.strategy == "random_wrong":
+        return paper_rule(rng.sample(group, len(group)), size, plan.wrong_share)
+    if plan.strategy == "diverse":
+        return _spread(group, size)
+    priority = PRIORITY[plan.strategy]
+    return sorted(group, key=lambda c: (-priority(c), c.solution_id))[:size]
 
-    The total is ``share`` of the sizes' sum, rounded half up. Each group first gets the
-    whole part of its own share (at least its floor: a group with too few other answers
-    must give wrong ones); the units left go one at a time to the groups with the largest
-    remainders (then any with room), never beyond a group's ``capacities``.
-    """
-    floors = floors or [0] * len(sizes)
-    target = math.floor(sum(sizes) * share + 0.5)
-    ideal = [size * share for size in sizes]
-    quotas = [
-        min(max(math.floor(q), f), c) for q, f, c in zip(ideal, floors, capacities, strict=True)
-    ]
-    order = sorted(range(len(sizes)), key=lambda i: (-(ideal[i] - math.floor(ideal[i])), i))
-    left = target - sum(quotas)
-    while left > 0 and any(q < c for q, c in zip(quotas, capacities, strict=True)):
-        for index in order:
-            if left and quotas[index] < capacities[index]:
-                quotas[index] += 1
-                left -= 1
-    while left < 0 and any(q > f for q, f in zip(quotas, floors, strict=True)):
-        for index in reversed(order):
-            if left and quotas[index] > floors[index]:
-                quotas[index] -= 1
-                left += 1
-    return quotas
+
+def paper_rule(ordered: list[Candidate], size: int, share: float) -> list[Candidate]:
+    """The paper's picks of one problem, from its solutions in order of preference:
+    ``share`` of ``size`` (rounded half up) wrong answers, then the first of what remains,
+    right or wrong. Fewer wrong ones where the problem has fewer."""
+    quota = math.floor(size * share + 0.5)
+    taken = [c for c in ordered if c.answer_correct is False][:quota]
+    taken += [c for c in ordered if c not in taken][: size - len(taken)]
+    return _ranked(taken)
+
+
+def _fooled(candidate: Candidate) -> float:
+    """The chance the PRM's verdict on the whole solution contradicts its graded answer."""
+    if candidate.answer_correct is None:
+        return 0.5
+    return candidate.score if candidate.answer_correct is False else 1.0 - candidate.score
+
+
+PRIORITY: dict[str, Callable[[Candidate], float]] = {
+    "convincing_wrong": lambda c: c.score,
+    "uncertain": lambda c: c.uncertainty.total,
+    "disagreement": lambda c: c.uncertainty.epistemic,
+    "ensemble": lambda c: c.uncertainty.steps,
+    "diverse": lambda c: c.uncertainty.steps,
+    "convincing_uncertain": lambda c: c.uncertainty.total * _fooled(c),
+}
+"""What each ranking strategy takes first (``uniform`` and ``random_wrong`` take at random)."""
+
+
+def _spread(group: list[Candidate], size: int) -> list[Candidate]:
+    """Greedy picks by priority times the distance to the nearest pick so far, relative
+    to the largest such distance: the first pick is the most uncertain, and a near-copy of
+    a pick waits behind a less uncertain solution elsewhere."""
+    ordered = sorted(group, key=lambda c: c.solution_id)
+    if not ordered or any(c.embedding is None for c in ordered):
+        return sorted(ordered, key=lambda c: (-c.uncertainty.steps, c.solution_id))[:size]
+    points = np.stack([c.embedding for c in ordered if c.embedding is not None])
+    points = (points - points.mean(axis=0)) / points.std(axis=0).clip(min=1e-6)
+    priority = np.array([c.uncertainty.steps for c in ordered])
+    nearest = np.full(len(ordered), np.inf)
+    picked: list[int] = []
+    for _ in range(size):
+        reach = nearest / nearest[np.isfinite(nearest)].max() if picked else np.ones(len(ordered))
+        value = priority * np.nan_to_num(reach, posinf=1.0)
+        value[picked] = -np.inf
+        choice = int(np.argmax(value))
+        picked.append(choice)
+        distance = np.linalg.norm(points - points[choice], axis=1)
+        nearest = np.minimum(nearest, distance)
+    return [ordered[i] for i in picked]
 
 
 def _problems_in_turn(
@@ -132,19 +228,18 @@ def _problems_in_turn(
 ) -> list[list[Candidate]]:
     """The candidates grouped by problem, in the order problems are taken under a cap.
 
-    Convincing strategies take first the problems whose most convincing solution scores
-    highest; the others take problems in a random (seeded) order.
+    Ranking strategies take first the problems whose first candidate ranks highest; the
+    others take problems in a random (seeded) order.
     """
     by_problem: dict[int, list[Candidate]] = defaultdict(list)
     for candidate in pool:
         by_problem[candidate.problem_id].append(candidate)
     groups = [by_problem[p] for p in sorted(by_problem)]
-    if strategy == "convincing_wrong":
-        groups.sort(key=lambda g: -max(c.score for c in g))
-    elif strategy == "uncertain":
-        groups.sort(key=lambda g: -max(c.uncertainty for c in g))
-    else:
+    priority = PRIORITY.get(strategy)
+    if priority is None:
         rng.shuffle(groups)
+    else:
+        groups.sort(key=lambda g: -max(priority(c) for c in g))
     return groups
 
 
@@ -162,18 +257,3 @@ def _capped(sizes: list[int], max_size: int | None) -> list[int]:
 def _ranked(group: list[Candidate]) -> list[Candidate]:
     # Ties in score go to the older solution, so selections are reproducible.
     return sorted(group, key=lambda c: (-c.score, c.solution_id))
-
-
-def _most_uncertain(group: list[Candidate], size: int) -> list[Candidate]:
-    return sorted(group, key=lambda c: (-c.uncertainty, c.solution_id))[:size]
-
-
-def _take(group: list[Candidate], size: int, wrong: int, rng: random.Random | None) -> list[int]:
-    """``wrong`` wrong answers and ``size - wrong`` others, right or ungraded ones first:
-    the highest scored, or with ``rng`` at random."""
-    ordered = _ranked(group) if rng is None else rng.sample(group, len(group))
-    wrong_ones = [c for c in ordered if c.answer_correct is False]
-    others = [c for c in ordered if c.answer_correct is not False]
-    taken = wrong_ones[:wrong]
-    taken += (others + wrong_ones[wrong:])[: size - len(taken)]
-    return [c.solution_id for c in _ranked(taken)]

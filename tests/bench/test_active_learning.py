@@ -9,6 +9,7 @@ import pytest
 from bench.active_learning import TEST_SHARE, labels_to_reach, main, training_example
 from bench.prm_quality import split
 from worker.eval_sets import fixed_sample, load_processbench
+from worker.select import STRATEGIES
 
 SUBSETS = ["gsm8k", "math"]
 PER_SUBSET = 15
@@ -60,9 +61,7 @@ def test_every_strategy_labels_each_budget_and_never_a_test_problem(
     problem_of = {i.id: i.problem for i in parts.train}
 
     assert {(r["strategy"], r["seed"]) for r in result["runs"]} == {
-        (s, seed)
-        for s in ("uniform", "convincing_wrong", "random_wrong", "uncertain")
-        for seed in (0, 1)
+        (s, seed) for s in STRATEGIES for seed in (0, 1)
     }
     for run in result["runs"]:
         assert [s["labels"] for s in run["snapshots"]] == [SEED_SIZE, *BUDGETS]

@@ -1,0 +1,77 @@
+"""Fill the feature cache for the benches' corpora ahead of time, with progress.
+
+    .venv/bin/python -m bench.features                        # every corpus, in this order
+    .venv/bin/python -m bench.features --corpora gsm8k,math   # what the defaults read
+
+The benches (bench/prm_quality.py, bench/active_learning.py) fill what they lack themselves;
+this computes it once, in the background, so that they start warm. Corpora: the four
+ProcessBench subsets and PRMBench (bench/prmbench.py), every whole solution: the labeled
+paths that stop at an error are step prefixes of them, read from the cache for free. The
+model is the worker's CPU default (SmolLM2-135M, ``head`` mode, every reading).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from app.config import get_settings
+from bench.prm_quality import SHARED_DATA
+from bench.prmbench import SUBSET as PRMBENCH
+from bench.prmbench import load_prmbench
+from worker.eval_sets import PROCESSBENCH_SUBSETS, ProcessBenchItem, load_processbench
+from worker.features import cache_for
+from worker.model import training_args_for
+from worker.pretrained import resolve_base_model
+from worker.score import Throughput, fill_cache
+from worker.train import setup
+
+CORPORA = (*PROCESSBENCH_SUBSETS[:2], PRMBENCH, *PROCESSBENCH_SUBSETS[2:])
+
+
+def corpus(name: str, data: Path) -> list[ProcessBenchItem]:
+    if name == PRMBENCH:
+        return load_prmbench(data)
+    return load_processbench(data, [name])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.features", description=__doc__)
+    parser.add_argument("--corpora", default=",".join(CORPORA), help=", ".join(CORPORA))
+    parser.add_argument("--data", type=Path, default=SHARED_DATA)
+    parser.add_argument("--cache-dir", type=Path, help="default: <checkpoint_dir>/feature-cache")
+    options = parser.parse_args(argv)
+    settings = get_settings()
+    base = resolve_base_model("smollm2-135m", settings.model_dir)
+    args = training_args_for(base, mode="head", device="cpu")
+    model, tokenizer, _ = setup(args)
+    cache = cache_for(model, args, options.cache_dir or settings.checkpoint_dir / "feature-cache")
+    assert cache is not None  # head mode
+    started = time.perf_counter()
+    for name in options.corpora.split(","):
+        items = [(i.problem, i.steps) for i in corpus(name, options.data)]
+
+        def report(
+            done: int, throughput: Throughput, name: str = name, total: int = len(items)
+        ) -> None:
+            print(
+                f"[{time.perf_counter() - started:7.1f} s] {name}: {done} of {total} solutions, "
+                f"{throughput.tokens_per_second:.0f} tokens/s",
+                file=sys.stderr,
+                flush=True,
+            )
+
+        done = fill_cache(model, tokenizer, items, args, cache, report)
+        print(
+            f"{name}: {len(items)} solutions, {done.sequences} sequences computed "
+            f"({done.tokens} tokens) in {done.seconds:.0f} s",
+            flush=True,
+        )
+    print(f"cache: {cache.path}, {len(cache)} sequences", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
