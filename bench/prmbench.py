@@ -51,7 +51,8 @@ def states_answer(steps: Sequence[str], answer: str) -> bool:
 
 
 def load_prmbench(directory: Path) -> list[ProcessBenchItem]:
-    """Every original trajectory (once) and its variants after it, in file order."""
+    """Every original trajectory (once) and its variants after it, in file order; the 4
+    variants whose first error step is past their last step are left out."""
     path = directory / PRMBENCH_FILE
     if not path.is_file():
         return []
@@ -71,6 +72,8 @@ def load_prmbench(directory: Path) -> list[ProcessBenchItem]:
                 ProcessBenchItem(SUBSET, original, record["original_question"], steps, -1, True)
             )
         steps = without_numbers(record["modified_process"])
+        if not 0 < min(record["error_steps"]) <= len(steps):
+            continue  # 4 variants name an error step past their last one: no label to give
         items.append(
             ProcessBenchItem(
                 SUBSET,

@@ -1,0 +1,145 @@
+"""The head mode's head: members, readings, training, and checkpoints of it."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from tests.worker import arithmetic_examples, tiny_args
+from worker.checkpoint import HEAD_FILE, load_checkpoint, save_checkpoint
+from worker.head import HeadTraining, StepHead, fit_head
+from worker.model import HEAD_READINGS, LAST_LAYER
+from worker.score import score_solutions
+from worker.train import _linear_schedule, fit, labeled_step_features, setup
+
+EXAMPLES = arithmetic_examples(120, seed=4)
+
+
+def _training(**changes: object) -> HeadTraining:
+    settings: dict[str, object] = {
+        "learning_rate": 0.05,
+        "epochs": 20,
+        "batch_size": 32,
+        "weight_decay": 0.001,
+        "warmup_ratio": 0.0,
+        "seed": 0,
+    }
+    return HeadTraining(**(settings | changes))  # type: ignore[arg-type]
+
+
+def _separable(rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Three classes told apart by the first two columns; the rest is noise."""
+    generator = torch.Generator().manual_seed(seed)
+    classes = torch.randint(0, 3, (rows,), generator=generator)
+    features = torch.randn(rows, 6, generator=generator)
+    features[:, 0] += 3 * (classes == 0).float()
+    features[:, 1] += 3 * (classes == 2).float()
+    return features * 10 + 5, classes  # far from standard: standardizing must happen
+
+
+def test_a_head_learns_and_its_members_differ_but_agree_on_the_clear_cases() -> None:
+    features, classes = _separable(600, seed=0)
+    head = StepHead(6, columns=[0, 1, 2], members=3, standardized=True)
+
+    result = fit_head(head, features, classes, _training(), _linear_schedule)
+
+    assert result.epoch_losses[-1] < result.epoch_losses[0] and not result.stopped
+    assert result.optimizer_steps == 3 * 20 * 19  # members x epochs x ceil(600 / 32)
+    weights = [m.weight for m in head.members]  # type: ignore[union-attr]
+    assert not torch.equal(weights[0], weights[1])  # own seed, own resample
+    test, truth = _separable(300, seed=1)
+    probabilities = head.member_probabilities(test.numpy())
+    assert probabilities.shape == (3, 300, 3)
+    assert (probabilities.mean(axis=0).argmax(axis=1) == truth.numpy()).mean() > 0.85
+    assert np.allclose(probabilities.sum(axis=-1), 1.0)
+    # Members agree where the data is clear: their spread is small next to the mean.
+    assert probabilities.std(axis=0).mean() < 0.1
+
+
+def test_a_head_reads_only_its_columns() -> None:
+    features, classes = _separable(300, seed=2)
+    head = StepHead(6, columns=[2, 3], standardized=True)  # noise columns only
+    fit_head(head, features, classes, _training(), _linear_schedule)
+
+    scrambled = features.clone()
+    scrambled[:, [0, 1, 4, 5]] = 0
+    assert np.allclose(
+        head.member_probabilities(features.numpy()), head.member_probabilities(scrambled.numpy())
+    )
+
+
+def test_class_balance_raises_the_rare_class() -> None:
+    features, classes = _separable(900, seed=3)
+    rare = torch.cat(
+        [torch.nonzero(classes != 0).flatten(), torch.nonzero(classes == 0)[:20].flatten()]
+    )
+    features, classes = features[rare], classes[rare]
+    noisy = features + torch.randn(features.shape, generator=torch.Generator().manual_seed(5)) * 20
+    plain = StepHead(6, standardized=True)
+    balanced = StepHead(6, standardized=True)
+
+    fit_head(plain, noisy, classes, _training(), _linear_schedule)
+    fit_head(balanced, noisy, classes, _training(class_balance=True), _linear_schedule)
+
+    p_plain = plain.member_probabilities(noisy.numpy())[0][:, 0].mean()
+    p_balanced = balanced.member_probabilities(noisy.numpy())[0][:, 0].mean()
+    assert p_balanced > 2 * p_plain
+
+
+def test_training_stops_when_asked() -> None:
+    features, classes = _separable(200, seed=4)
+    head = StepHead(6, hidden=4, members=2, standardized=True)
+
+    result = fit_head(
+        head, features, classes, _training(), _linear_schedule, lambda step, _e, _l: step == 10
+    )
+
+    assert result.stopped and result.optimizer_steps == 10
+
+
+@pytest.mark.parametrize(("hidden", "members"), [(0, 1), (8, 3)])
+def test_a_head_mode_checkpoint_scores_the_same_after_loading(
+    tmp_path: Path, hidden: int, members: int
+) -> None:
+    args = tiny_args(
+        mode="head",
+        epochs=3,
+        head_readings=HEAD_READINGS,
+        head_hidden=hidden,
+        head_members=members,
+    )
+    model, tokenizer, _ = setup(args)
+    fit(model, tokenizer, EXAMPLES, args)
+    items = [(e.problem, e.steps) for e in EXAMPLES[:10]]
+    before = score_solutions(model, tokenizer, items, args)
+    save_checkpoint(tmp_path / "run", model, tokenizer, args, {}, len(EXAMPLES))
+
+    loaded, loaded_tokenizer, loaded_args, _ = load_checkpoint(tmp_path / "run", "cpu")
+
+    assert loaded_args == args and loaded.readings == HEAD_READINGS
+    after = score_solutions(loaded, loaded_tokenizer, items, loaded_args)
+    assert after == before
+    assert [a.member_step_scores for a in after] == [b.member_step_scores for b in before]
+    assert all(len(s.member_step_scores) == members for s in after)
+
+
+def test_a_head_saved_before_readings_loads_as_one_linear_member(tmp_path: Path) -> None:
+    args = tiny_args(mode="head", epochs=2)
+    model, tokenizer, _ = setup(args)
+    fit(model, tokenizer, EXAMPLES, args)
+    save_checkpoint(tmp_path / "run", model, tokenizer, args, {}, len(EXAMPLES))
+    # The old format: one linear layer on the last layer's raw step-end state.
+    steps, _ = labeled_step_features(model, tokenizer, EXAMPLES[:5], args, None)
+    weight, bias = torch.randn(3, model.width), torch.randn(3)
+    save_file({"weight": weight, "bias": bias}, str(tmp_path / "run" / HEAD_FILE))
+
+    loaded, _, _, _ = load_checkpoint(tmp_path / "run", "cpu")
+
+    assert loaded.readings == LAST_LAYER
+    last = steps.features[:, : model.width].numpy()
+    expected = torch.softmax(
+        torch.from_numpy(last).double() @ weight.double().T + bias.double(), -1
+    )
+    assert np.allclose(loaded.head.member_probabilities(last)[0], expected.numpy())
