@@ -15,6 +15,7 @@ Training one takes seconds: it never runs the backbone.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,6 +83,29 @@ class StepHead(nn.Module):
         """(steps, 3): the members' mean class probabilities."""
         mean: np.ndarray = self.member_probabilities(features).mean(axis=0)
         return mean
+
+    def embedding(self, features: np.ndarray) -> np.ndarray:
+        """Where a solution sits in what the head reads: the mean of its steps' standardized
+        inputs, projected to ``EMBEDDING_WIDTH`` dimensions by a fixed random matrix (which
+        keeps distances, nearly: Johnson and Lindenstrauss), so a pool's embeddings stay
+        small. Zeros for a solution with no steps."""
+        with torch.no_grad():
+            inputs = self.inputs(torch.from_numpy(features).to(torch.float32))
+        if not len(inputs):
+            return np.zeros(EMBEDDING_WIDTH, dtype=np.float32)
+        mean = inputs.mean(dim=0).numpy()
+        projected: np.ndarray = mean @ _projection(len(mean))
+        return projected
+
+
+EMBEDDING_WIDTH = 64
+
+
+@functools.cache
+def _projection(width: int) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    projection: np.ndarray = rng.standard_normal((width, EMBEDDING_WIDTH), dtype=np.float32)
+    return projection / np.float32(np.sqrt(EMBEDDING_WIDTH))
 
 
 def _member(inputs: int, hidden: int) -> nn.Module:

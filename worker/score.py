@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -43,6 +43,8 @@ class SolutionScore:
     """P(positive) + P(neutral) for each step, in order: the head's members' mean."""
     member_step_scores: list[list[float]] = field(default_factory=list, compare=False)
     """Each member's step scores (one list for a head of one member), for uncertainty."""
+    embedding: np.ndarray | None = field(default=None, compare=False)
+    """Where the solution sits in feature space (``StepHead.embedding``), when asked for."""
 
 
 @dataclass(frozen=True)
@@ -320,10 +322,17 @@ def score_with_throughput(
     items: list[tuple[str, list[str]]],
     args: TrainingArgs,
     cache: FeatureCache | None = None,
+    embeddings: bool = False,
 ) -> tuple[list[SolutionScore], Throughput]:
     """``score_solutions`` with its tokens/s and solutions/s."""
     features, throughput = step_features(model, tokenizer, items, args, cache)
-    return [solution_score(p) for p in member_probabilities(model.head, features)], throughput
+    scores = [solution_score(p) for p in member_probabilities(model.head, features)]
+    if embeddings:
+        scores = [
+            replace(s, embedding=model.head.embedding(f))
+            for s, f in zip(scores, features, strict=True)
+        ]
+    return scores, throughput
 
 
 def score_solutions(
@@ -332,6 +341,8 @@ def score_solutions(
     items: list[tuple[str, list[str]]],
     args: TrainingArgs,
     cache: FeatureCache | None = None,
+    embeddings: bool = False,
 ) -> list[SolutionScore]:
-    """Score (problem, steps) items, in the order given, with each head member's scores."""
-    return score_with_throughput(model, tokenizer, items, args, cache)[0]
+    """Score (problem, steps) items, in the order given, with each head member's scores
+    (and, with ``embeddings``, where each solution sits in feature space)."""
+    return score_with_throughput(model, tokenizer, items, args, cache, embeddings)[0]

@@ -86,7 +86,7 @@ class Candidate:
     """The graded final answer; None where it could not be graded."""
     uncertainty: Uncertainty = Uncertainty()
     embedding: np.ndarray | None = field(default=None, compare=False)
-    """Where the solution sits in feature space (``diverse``): its steps' mean feature."""
+    """Where the solution sits in feature space (``diverse``): ``StepHead.embedding``."""
 
 
 def first_error_masses(step_scores: Sequence[float]) -> list[float]:

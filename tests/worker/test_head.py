@@ -143,3 +143,20 @@ def test_a_head_saved_before_readings_loads_as_one_linear_member(tmp_path: Path)
         torch.from_numpy(last).double() @ weight.double().T + bias.double(), -1
     )
     assert np.allclose(loaded.head.member_probabilities(last)[0], expected.numpy())
+
+
+def test_embeddings_keep_near_solutions_near() -> None:
+    features, classes = _separable(300, seed=6)
+    head = StepHead(6, standardized=True)
+    fit_head(head, features, classes, _training(epochs=1), _linear_schedule)
+    one = features[:5].numpy()
+    near = one + 0.01
+    far = features[100:105].numpy() * 3
+
+    embeddings = [head.embedding(f) for f in (one, near, far)]
+
+    assert embeddings[0].shape == (64,)
+    assert np.linalg.norm(embeddings[0] - embeddings[1]) < 0.1 * np.linalg.norm(
+        embeddings[0] - embeddings[2]
+    )
+    assert not head.embedding(np.zeros((0, 6), np.float32)).any()
