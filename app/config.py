@@ -88,8 +88,9 @@ class Settings(BaseSettings):
     train_min_new_labels: int = Field(default=50, ge=0)
     """Start a run once this many labels arrived since the last; 0 turns this off."""
 
-    train_min_labels: int = Field(default=50, ge=1)
-    """A run trains only on at least this many labels (the solutions' judged labels)."""
+    train_min_labels: int = Field(default=40, ge=1)
+    """A run trains only on at least this many labels on its training problems (judged
+    labels; those on held-out problems do not count): about 50 labels in all."""
 
     train_include_quality_control: bool = False
     train_include_screening: bool = False
@@ -113,8 +114,22 @@ class Settings(BaseSettings):
     train_seed: int = 0
 
     gate_metric: Literal["step_auroc", "processbench_f1", "best_of_n"] = "step_auroc"
-    """What decides whether a new PRM replaces the current one (the others follow in turn
-    where this one cannot be computed for both)."""
+    """The primary metric: a new PRM replaces the current one only when it is better or
+    equal on it (the first of the others that both can be judged on, where this one
+    cannot), and not worse beyond ``gate_margin`` on any."""
+
+    # Figures a user can trust: the gate's margin, the held-out split, the control share.
+    gate_margin: float = Field(default=0.02, ge=0, lt=1)
+    """How much worse than the current PRM a new one may be on a metric, at the lower end
+    of the difference's 95% interval, and still be promoted."""
+
+    train_split_seed: int = 0
+    """Which problems are held out (with ``train_held_out_fraction``); apart from
+    ``train_seed``, so a new initialization leaves the held-out problems where they are."""
+
+    select_control_share: float = Field(default=0.1, ge=0, lt=1)
+    """Share of each generation picked uniformly at random from the pool: labels no PRM
+    chose, for the held-out figures and to see whether the selection pays."""
 
     eval_dir: Path | None = None
     """A directory with the evaluation files (processbench_*.jsonl, the best-of-N

@@ -150,6 +150,8 @@ class Solution(Base):
     source_id: Mapped[str | None] = mapped_column(String(255), index=True)
     generation: Mapped[int | None] = mapped_column(Integer)
     """The active-learning generation that queued this solution for labeling."""
+    is_control: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    """Queued as its generation's uniform control share: picked at random, not by a PRM."""
     alternatives: Mapped[list[list[str]] | None] = mapped_column(NullableJSON)
     """Per step, other candidate completions a labeler rates beside (or instead of) it."""
     style: Mapped[str] = mapped_column(String(8), default=TaskStyle.PHASE2.value)
@@ -262,8 +264,11 @@ class Generation(Base):
     run_id: Mapped[int | None] = mapped_column(ForeignKey("training_runs.id"))
     """The run whose checkpoint selected it."""
     selected: Mapped[int] = mapped_column(Integer, default=0)
+    """Solutions the selection strategy chose (the control share aside)."""
     wrong_answers: Mapped[int] = mapped_column(Integer, default=0)
     """Selected solutions whose final answer was graded wrong (the selection's yield)."""
+    control: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Solutions queued beside the selected ones as the uniform control share."""
     quality_control: Mapped[int] = mapped_column(Integer, default=0)
     """Quality-control questions added to it when it opened."""
 

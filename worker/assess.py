@@ -5,15 +5,16 @@ The sets (``EvalSets``): labeled problems that training never saw (step AUROC), 
 (best-of-N). Every solution of every set is scored in one pass, so batches stay full; in
 ``head`` mode a feature cache makes a set the backbone has seen cost nothing.
 
-``Assessment.statistic`` gives the gate the per-unit figures of a metric, so that a new
-and the current PRM are compared on the same examples.
+``Assessment.statistic`` gives the gate the per-unit figures of a metric (with ProcessBench's
+subsets as strata, resampled within themselves as the figure shown is), so that a new and
+the current PRM are compared on the same examples.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from transformers import PreTrainedTokenizerBase
@@ -24,6 +25,7 @@ from worker.evaluate import FirstErrors, Sample, Statistic, StepSet
 from worker.features import FeatureCache
 from worker.model import PRM, TrainingArgs
 from worker.score import solution_score, step_probabilities
+from worker.split import problem_hash
 from worker.train import Example
 
 GATE_METRICS = ("step_auroc", "processbench_f1", "best_of_n")
@@ -37,7 +39,7 @@ class EvalSets:
     best_of_n: list[SampledProblem] = field(default_factory=list)
     """Independent samples from a file (``STEPLABEL_EVAL_DIR``)."""
     imported: list[SampledProblem] = field(default_factory=list)
-    """Independent samples imported into the database, on problems training never saw."""
+    """Independent samples in the database (imported, hand-queued, control shares)."""
 
     def describe(self) -> dict[str, Any]:
         split = self.processbench
@@ -49,6 +51,44 @@ class EvalSets:
             "best_of_n_problems": len(self.best_of_n),
             "imported_sample_problems": len(self.imported),
         }
+
+    def without(
+        self, problems: Collection[str], reason: str
+    ) -> tuple[EvalSets, list[dict[str, Any]]]:
+        """These sets without every item on one of ``problems`` (``problem_hash`` of their
+        text), and what each set lost, in its own unit, with ``reason``."""
+
+        def kept(text: str) -> bool:
+            return problem_hash(text) not in problems
+
+        split = self.processbench
+        sets = EvalSets(
+            held_out=[e for e in self.held_out if kept(e.problem)],
+            processbench=ProcessBenchSplit(
+                [i for i in split.calibration if kept(i.problem)],
+                [i for i in split.test if kept(i.problem)],
+            )
+            if split
+            else None,
+            best_of_n=[p for p in self.best_of_n if kept(p.problem)],
+            imported=[p for p in self.imported if kept(p.problem)],
+        )
+        before, after = self.describe(), sets.describe()
+        return sets, [
+            {"set": name, "unit": unit, "count": before[size] - after[size], "reason": reason}
+            for name, unit, size in LEAVE_OUT_UNITS
+            if before[size] > after[size]
+        ]
+
+
+LEAVE_OUT_UNITS = (
+    ("held_out", "problems", "held_out_problems"),
+    ("processbench_calibration", "solutions", "processbench_calibration"),
+    ("processbench_test", "solutions", "processbench_test"),
+    ("best_of_n", "problems", "best_of_n_problems"),
+    ("imported", "problems", "imported_sample_problems"),
+)
+"""Each set as the left-out counts name it, the unit counted, and its size in ``describe``."""
 
 
 @dataclass
@@ -63,18 +103,34 @@ class Assessment:
     imported: list[list[Sample]]
     figures: dict[str, Any]
 
-    def statistic(self, metric: str) -> tuple[Statistic, int] | None:
-        """The metric as a statistic over its units (and their count); None where this
-        assessment cannot compute it."""
+    def statistic(self, metric: str) -> Measured | None:
+        """The metric as a statistic over its units; None where this assessment cannot
+        compute it."""
         if metric == "step_auroc" and self.held_out.shortage() is None:
-            return self.held_out.auroc_statistic(), len(self.held_out.ratings)
+            return Measured(self.held_out.auroc_statistic(), len(self.held_out.ratings))
         if metric == "processbench_f1" and self.processbench and self.threshold is not None:
             statistic, strata = evaluate.mean_f1_statistic(self.processbench, self.threshold)
-            return statistic, len(strata)
+            return Measured(statistic, len(strata), tuple(strata.tolist()))
         if metric == "best_of_n" and self.best_of_n:
             picks = np.array([max(g, key=lambda s: s.score).correct for g in self.best_of_n])
-            return (lambda units: float(picks[units].mean())), len(picks)
+            return Measured(lambda units: float(picks[units].mean()), len(picks))
         return None
+
+    def shortage(self, metric: str) -> str:
+        """Why this assessment has no ``metric``."""
+        if metric == "step_auroc":
+            return self.held_out.shortage() or "no held-out figure"
+        return {"processbench_f1": "no ProcessBench set", "best_of_n": "no best-of-N samples"}[
+            metric
+        ]
+
+
+class Measured(NamedTuple):
+    """A metric as a statistic over units, and each unit's stratum where it has them."""
+
+    statistic: Statistic
+    units: int
+    strata: tuple[int, ...] | None = None
 
 
 def assess(
@@ -201,14 +257,22 @@ def compare(
     new: Assessment,
     current: Assessment,
     order: Sequence[str],
-) -> list[evaluate.Comparison]:
-    """The metrics, in ``order``, that both assessments can compute."""
+) -> tuple[list[evaluate.Comparison], dict[str, str]]:
+    """The metrics, in ``order``, that both assessments can compute on the same units; and
+    why each other one cannot be compared."""
     comparisons = []
+    missing = {}
     for metric in order:
         ours, theirs = new.statistic(metric), current.statistic(metric)
-        if ours is not None and theirs is not None and ours[1] == theirs[1]:
-            comparisons.append(evaluate.Comparison(metric, ours[0], theirs[0], ours[1]))
-    return comparisons
+        if ours is None or theirs is None:
+            missing[metric] = (new if ours is None else current).shortage(metric)
+        elif ours[1:] != theirs[1:]:
+            missing[metric] = "not on the same examples"
+        else:
+            comparisons.append(
+                evaluate.Comparison(metric, ours.statistic, theirs.statistic, *ours[1:])
+            )
+    return comparisons, missing
 
 
 def gate_order(primary: str) -> list[str]:

@@ -1,16 +1,19 @@
 """One worker cycle: grade answers, train the PRM, evaluate it, keep it or not, select.
 
-Steps: grade the final answers; read the training examples (a run below
-``train_min_labels`` labels stops there); prepare the base model (a pretrained one is
-prepared on first use); train; assess the new PRM on the fixed sets (held-out labeled
-problems, ProcessBench, independent samples); save its checkpoint; assess the current PRM
-on the same examples and let the gate decide which stays current; prune old checkpoints;
-then, if the labelers are far enough into the open generation, score the pool with the
-current PRM and queue the next generation.
+Steps: grade the final answers; read the labels and split them by problem
+(worker/split.py: a run with fewer than ``train_min_labels`` labels to train on stops
+there); prepare the base model (a pretrained one is prepared on first use) and the
+evaluation sets (held-out labels on solutions no PRM chose, ProcessBench, independent
+samples), leaving out every item on a problem this PRM or the current one trained on;
+train; assess the new PRM; save its checkpoint with the split it used; assess the current
+PRM on the same examples and let the gate decide which stays current; prune old
+checkpoints; then, if the labelers are far enough into the open generation, score the pool
+with the current PRM and queue the next generation with its uniform control share.
 
 Each step runs outside any long transaction and records itself on the run row, so the
-dashboard can follow a run and a crash leaves the step it died in. Between steps the
-cycle checks ``should_stop`` (SIGTERM) and stops cleanly.
+dashboard can follow a run and a crash leaves the step it died in. A thread beside the
+cycle keeps the run's heartbeat, so a long step (training, scoring) never looks dead to
+another worker. Between steps the cycle checks ``should_stop`` (SIGTERM) and stops cleanly.
 
 Under torchrun every rank runs the cycle: the methods marked ``@_on_main_rank`` (all the
 database work, evaluating, writing the checkpoint) run on rank 0 alone and hand their
@@ -21,6 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -30,6 +35,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.config import Settings
@@ -39,21 +45,25 @@ from app.models import RunStatus, TrainingRun
 from worker import evaluate, repository, runs
 from worker.assess import Assessment, EvalSets, assess, compare, gate_order
 from worker.checkpoint import directory_bytes, load_checkpoint, remove_checkpoint, save_checkpoint
-from worker.data import training_examples
+from worker.control import Picks, with_control
+from worker.data import training_labels
 from worker.distributed import SINGLE, RankFailed, Ranks
 from worker.eval_sets import file_sets, with_answer_groups
 from worker.features import FeatureCache, cache_for
 from worker.model import PRM, TrainingArgs, training_args_for
 from worker.pretrained import resolve_base_model
-from worker.repository import PoolSolution
+from worker.repository import CurrentCheckpoint, PoolSolution
 from worker.score import score_solutions
-from worker.select import Candidate, SelectionPlan, select, uncertainty_of
-from worker.train import Example, fit, setup, split_by_problem
+from worker.select import Candidate, SelectionPlan, uncertainty_of
+from worker.split import LabelExamples, Split, SplitLabels, TrainedOn, load_trained_on, split_labels
+from worker.train import fit, setup
 
 P = ParamSpec("P")
 T = TypeVar("T")
 Loaded = tuple[PRM, Any, TrainingArgs]
 """A PRM, its tokenizer and the arguments it was trained with."""
+
+logger = logging.getLogger("steplabel.worker")
 
 
 class Stopped(Exception):
@@ -115,6 +125,7 @@ class Cycle:
         self.timings: dict[str, float] = {}
         self.metrics: dict[str, Any] = {}
         self.args = training_args_from(settings)
+        self.split = Split.of(settings)
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -142,23 +153,34 @@ class Cycle:
         with self.step("grade"):
             self.metrics["graded"] = self._grade()
         with self.step("data"):
-            examples, label_count = self._training_examples()
-            self.metrics.update(examples=len(examples), labels=label_count)
+            labels = self._labels()
+            parts = split_labels(labels, self.split)
+            self.metrics.update(
+                examples=sum(len(label.examples) for label in labels),
+                labels=len(labels),
+                labels_trained=parts.trained_labels,
+                labels_held_out=parts.held_out_labels,
+                split=self.split.describe(),
+            )
         minimum = self.settings.train_min_labels
-        if label_count < minimum:
-            self.metrics["skipped"] = f"{label_count} labels to train on; a run needs {minimum}"
-            self._finish(label_count, checkpoint=None, decision=None)
+        if parts.trained_labels < minimum:
+            self.metrics["skipped"] = (
+                f"{parts.trained_labels} labels to train on "
+                f"({len(labels) - parts.trained_labels} more on held-out problems); "
+                f"a run needs {minimum}"
+            )
+            self._finish(parts.trained_labels, checkpoint=None, decision=None)
             return
-        train, held_out = split_by_problem(examples, self.args.held_out_fraction, self.args.seed)
         with self.step("prepare"):
             self.args = dataclasses.replace(self.args, base_model=self._base_model())
             self.metrics["training_args"] = dataclasses.asdict(self.args)
-            sets = self._eval_sets(held_out, {e.problem for e in train})
+            current = self._current_checkpoint()
+            sets, theirs = self._eval_sets(parts, current)
         with self.step("train"):
             model, tokenizer, _device = setup(self.args)
             cache = feature_cache(self.settings, model, self.args) if self.ranks.is_main else None
             stats = fit(
-                model, tokenizer, train, self.args, should_stop=self.should_stop, cache=cache
+                model, tokenizer, parts.train, self.args, should_stop=self.should_stop, cache=cache
             )
             self.metrics["train"] = _plain(stats)
         if stats.stopped:
@@ -166,22 +188,26 @@ class Cycle:
         with self.step("evaluate"):
             assessment = self._assess((model, tokenizer, self.args), sets, cache)
         with self.step("checkpoint"):
-            checkpoint = self._save_checkpoint(model, tokenizer, label_count)
+            checkpoint = self._save_checkpoint(model, tokenizer, parts)
         with self.step("compare"):
-            current_path = self._current_checkpoint()
+            current_path = current.path if current is not None and current.on_disk else None
             # Rank 0 judges it; the other ranks load it only if it goes on scoring the pool.
-            current = _load(current_path) if self.ranks.is_main else None
-            decision = self._gate(assessment, current, sets, label_count)
-        self._finish(label_count, checkpoint=checkpoint, decision=decision)
+            loaded = _load(current_path) if self.ranks.is_main else None
+            decision = self._gate(assessment, current, loaded, sets, theirs)
+        self._finish(parts.trained_labels, checkpoint=checkpoint, decision=decision)
         with self.step("prune"):
             self._prune()
         with self.step("score"):
             pace = self._pace()
+            scored_with: int | None = self.run_id
             if decision.promote:
                 scorer: Loaded | None = (model, tokenizer, self.args)
             else:
-                scorer = current if self.ranks.is_main else _load(current_path)
+                scorer = loaded if self.ranks.is_main else _load(current_path)
+                scored_with = current.run_id if current is not None else None
             scored = self._score_pool(scorer) if pace.due and scorer else None
+            if scored is not None:
+                self.metrics["pool_scored_with"] = scored_with
         with self.step("select"):
             self._select(scored, pace)
         self._save_metrics()
@@ -192,9 +218,9 @@ class Cycle:
             return grade_solutions(session).graded
 
     @_on_main_rank
-    def _training_examples(self) -> tuple[list[Example], int]:
+    def _labels(self) -> list[LabelExamples]:
         with transaction(self.engine) as session:
-            return training_examples(session, self.settings)
+            return training_labels(session, self.settings)
 
     @_on_main_rank
     def _base_model(self) -> str:
@@ -202,20 +228,44 @@ class Cycle:
         return resolve_base_model(self.args.base_model, self.settings.model_dir)
 
     @_on_main_rank
-    def _eval_sets(self, held_out: list[Example], trained_problems: set[str]) -> EvalSets:
+    def _eval_sets(
+        self, parts: SplitLabels, current: CurrentCheckpoint | None
+    ) -> tuple[EvalSets, TrainedOn | None]:
+        """The evaluation sets without the problems this PRM or the current one trained
+        on (what is left out, and why, goes into the metrics); and the current checkpoint's
+        split, where it recorded one."""
         processbench, samples = file_sets(
             self.settings.eval_dir,
             self.settings.eval_processbench_per_subset,
             self.settings.eval_best_of_n_problems,
         )
         with transaction(self.engine) as session:
-            imported = repository.imported_samples(session, trained_problems)
-        return EvalSets(
-            held_out=held_out,
-            processbench=processbench,
-            best_of_n=with_answer_groups(samples, answer_groups),
-            imported=with_answer_groups(imported, answer_groups),
+            imported = repository.imported_samples(session)
+        sets = EvalSets(
+            held_out=parts.held_out, processbench=processbench, best_of_n=samples, imported=imported
         )
+        left_out = []
+        if parts.chosen_left_out:
+            left_out.append(
+                {
+                    "set": "held_out",
+                    "unit": "labels",
+                    "count": parts.chosen_left_out,
+                    "reason": "on a solution a PRM chose",
+                }
+            )
+        sets, ours = sets.without(parts.trained_problems, "a problem this run's PRM trained on")
+        theirs = load_trained_on(current.path) if current and current.path else None
+        if theirs is not None:
+            sets, more = sets.without(theirs.problems, "a problem the current PRM trained on")
+            ours += more
+        self.metrics["evaluation_left_out"] = left_out + ours
+        grouped = dataclasses.replace(
+            sets,
+            best_of_n=with_answer_groups(sets.best_of_n, answer_groups),
+            imported=with_answer_groups(sets.imported, answer_groups),
+        )
+        return grouped, theirs
 
     @_on_main_rank
     def _assess(self, loaded: Loaded, sets: EvalSets, cache: FeatureCache | None) -> Assessment:
@@ -225,34 +275,63 @@ class Cycle:
         return assessment
 
     @_on_main_rank
-    def _save_checkpoint(self, model: Any, tokenizer: Any, label_count: int) -> Path:
+    def _save_checkpoint(self, model: Any, tokenizer: Any, parts: SplitLabels) -> Path:
         checkpoint = self.settings.checkpoint_dir / f"run-{self.run_id}"
-        save_checkpoint(checkpoint, model, tokenizer, self.args, self.metrics, label_count)
+        # The checkpoint's metrics.json records its split and the problems it trained on
+        # (the run's row does not: they are many), for the runs that will judge it.
+        trained_on = TrainedOn(self.split.identity, parts.trained_problems)
+        metrics = {**self.metrics, "trained_on": trained_on.record()}
+        save_checkpoint(checkpoint, model, tokenizer, self.args, metrics, parts.trained_labels)
         self.metrics["checkpoint_bytes"] = directory_bytes(checkpoint)
         return checkpoint
 
     @_on_main_rank
-    def _current_checkpoint(self) -> Path | None:
+    def _current_checkpoint(self) -> CurrentCheckpoint | None:
         with transaction(self.engine) as session:
             return repository.current_checkpoint(session)
 
     @_on_main_rank
     def _gate(
-        self, new: Assessment, current: Loaded | None, sets: EvalSets, label_count: int
+        self,
+        new: Assessment,
+        current: CurrentCheckpoint | None,
+        loaded: Loaded | None,
+        sets: EvalSets,
+        theirs: TrainedOn | None,
     ) -> evaluate.GateDecision:
         """Judge the current PRM on this run's sets, then let the gate decide."""
-        comparisons = []
-        if current is not None:
-            model, tokenizer, args = current
+        primary, margin = self.settings.gate_metric, self.settings.gate_margin
+        if current is not None and loaded is None:
+            # Not "the first model": a current PRM that cannot be compared is not replaced.
+            error = f"the current checkpoint (run {current.run_id}) is missing: {current.path}"
+            decision = evaluate.GateDecision(
+                False, f"kept the current model: {error}", margin=margin, error=error
+            )
+            self.metrics["gate"] = decision.as_dict()
+            return decision
+        comparisons: list[evaluate.Comparison] = []
+        not_judged: dict[str, str] = {}
+        if loaded is not None:
+            model, tokenizer, args = loaded
             cache = feature_cache(self.settings, model, args)
-            theirs = assess(model, tokenizer, args, sets, cache, seed=self.args.seed)
-            self.metrics["current_on_this_evaluation"] = theirs.figures
-            comparisons = compare(new, theirs, gate_order(self.settings.gate_metric))
+            judged = assess(model, tokenizer, args, sets, cache, seed=self.args.seed)
+            self.metrics["current_on_this_evaluation"] = judged.figures
+            order = gate_order(primary)
+            identity = theirs.identity if theirs else "not recorded"
+            if identity != self.split.identity:
+                order.remove("step_auroc")
+                not_judged["step_auroc"] = (
+                    f"the current PRM was judged on another split ({identity}; "
+                    f"this run's: {self.split.identity})"
+                )
+            comparisons, unmatched = compare(new, judged, order)
+            not_judged |= unmatched
         decision = evaluate.gate(
             comparisons,
-            labels_used=label_count,
-            min_labels=self.settings.train_min_labels,
+            primary=primary,
+            margin=margin,
             has_current=current is not None,
+            not_judged=not_judged,
             seed=self.args.seed,
         )
         self.metrics["gate"] = decision.as_dict()
@@ -327,20 +406,34 @@ class Cycle:
             max_size=self.settings.generation_max_size,
             seed=self.run_id,
         )
-        chosen = select(candidates, plan)
+        share = self.settings.select_control_share
+        self._queue(with_control(candidates, plan, share), candidates, plan.strategy, pace)
+
+    def _queue(
+        self, picks: Picks, candidates: list[Candidate], strategy: str, pace: repository.Pace
+    ) -> None:
+        """Queue the strategy's picks and the control share as a new generation, as far
+        as they are still unqueued and unlabeled, and record what it took."""
         correctness = {c.solution_id: c.answer_correct for c in candidates}
+        queued = None
+        if picks:
+            with transaction(self.engine) as session:
+                queued = repository.queue_generation(
+                    session, self.run_id, picks.selected, picks.control, correctness
+                )
+        selected, control = (queued.selected, queued.control) if queued else ([], [])
         self.metrics["selection"] = {
-            "strategy": plan.strategy,
-            "queued": len(chosen),
-            "yield": evaluate.selection_yield([correctness[i] for i in chosen]),
+            "strategy": strategy,
+            "queued": len(selected) + len(control),
+            "control": len(control),
+            "yield": evaluate.selection_yield([correctness[i] for i in selected]),
+            "control_yield": evaluate.selection_yield([correctness[i] for i in control]),
             "pool_wrong_share": evaluate.selection_yield(list(correctness.values())),
+            "taken_meanwhile": len(picks) - len(selected) - len(control),
             "reason": pace.reason,
         }
-        if not chosen:
-            return
-        with transaction(self.engine) as session:
-            number = repository.queue_generation(session, self.run_id, chosen, correctness)
-        self.metrics["generation"] = number
+        if queued:
+            self.metrics["generation"] = queued.number
 
     @_on_main_rank
     def _finish(
@@ -418,6 +511,37 @@ def _fail_if_running(engine: Engine, run_id: int, error: str) -> None:
         runs.fail_if_running(session, run_id, error)
 
 
+@contextmanager
+def _heartbeat(engine: Engine, run_id: int, ranks: Ranks) -> Iterator[threading.Event]:
+    """Beat for the run from a thread (rank 0's) while the block runs, five times per
+    ``runs.STALE_AFTER``: a step that takes long (training, scoring the pool) never makes
+    another worker take the run for dead and select from the same pool. The event is set
+    once the run is no longer running, for the cycle to stop."""
+    lost, done = threading.Event(), threading.Event()
+
+    def keep_beating() -> None:
+        while not done.wait(runs.STALE_AFTER.total_seconds() / 5):
+            try:
+                with transaction(engine) as session:
+                    alive = runs.beat(session, run_id)
+            except SQLAlchemyError:  # a beat missed (a database restart); the next may pass
+                logger.warning("run %s: could not record its heartbeat", run_id, exc_info=True)
+                continue
+            if not alive:
+                lost.set()
+                return
+
+    beating = threading.Thread(target=keep_beating, name=f"heartbeat-{run_id}", daemon=True)
+    if ranks.is_main:
+        beating.start()
+    try:
+        yield lost
+    finally:
+        done.set()
+        if beating.is_alive():
+            beating.join()
+
+
 def run_one(
     engine: Engine,
     settings: Settings,
@@ -436,11 +560,14 @@ def run_one(
         return None
     scope = f"run-{run_id}"
     try:
-        with ranks.failures_watched(scope, lambda error: _fail_if_running(engine, run_id, error)):
-            Cycle(engine, settings, run_id, should_stop, ranks).run()
+        with (
+            ranks.failures_watched(scope, lambda error: _fail_if_running(engine, run_id, error)),
+            _heartbeat(engine, run_id, ranks) as lost,
+        ):
+            Cycle(engine, settings, run_id, lambda: should_stop() or lost.is_set(), ranks).run()
         error = None
     except Stopped as stop:  # every rank stops at the same point, as rank 0 decided
-        error = str(stop)
+        error = "another worker took the run for dead" if lost.is_set() else str(stop)
     except Exception as failure:  # a failed run is recorded with its error
         if ranks.world_size > 1:
             return _failed_on_some_rank(engine, run_id, ranks, scope, failure)

@@ -11,14 +11,17 @@ rating. So each rating a labeler gave is learned once, however many branches sha
 """
 
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.config import Settings
-from app.datasets.export import ExportFilter, iter_records
+from app.content_keys import normalized_problem
+from app.datasets.export import ExportFilter, solution_records
 from app.models import FinishReason
+from worker import repository
+from worker.split import LabelExamples
 from worker.train import Example
 
 LEFT_OUT = {FinishReason.GIVE_UP.value, FinishReason.BAD_PROBLEM.value}
@@ -26,8 +29,9 @@ LEFT_OUT = {FinishReason.GIVE_UP.value, FinishReason.BAD_PROBLEM.value}
 
 
 def problem_key(problem: str) -> int:
-    """A stable id for grouping by problem (records carry the text, not the row id)."""
-    return zlib.crc32(problem.encode())
+    """A stable id for grouping by problem (records carry the text, not the row id): that
+    of its normalized text, so two typesettings of one problem are one problem."""
+    return zlib.crc32(normalized_problem(problem).encode())
 
 
 def examples_from_record(record: dict[str, Any]) -> Iterator[Example]:
@@ -71,19 +75,18 @@ def _taken(step: dict[str, Any]) -> int | None:
     return ratings.index(-1) if -1 in ratings else None
 
 
-def training_examples(session: Session, settings: Settings) -> tuple[list[Example], int]:
-    """Every training example from the labels, and how many labels they came from."""
+def training_labels(session: Session, settings: Settings) -> list[LabelExamples]:
+    """Every judged label's training examples, and whether a PRM chose its solution."""
     label_filter = ExportFilter(
         include_quality_control=settings.train_include_quality_control,
         include_screening=settings.train_include_screening,
     )
-    examples: list[Example] = []
-    labels = 0
-    for record in _judged(iter_records(session, label_filter)):
-        labels += 1
-        examples.extend(examples_from_record(record))
-    return examples, labels
-
-
-def _judged(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    return (r for r in records if r["label"]["finish_reason"] not in LEFT_OUT)
+    chosen = set(session.scalars(repository.chosen_by_prm()))
+    labels = []
+    for solution_id, record in solution_records(session, label_filter):
+        if record["label"]["finish_reason"] in LEFT_OUT:
+            continue
+        problem = record["question"]["problem"]
+        examples = list(examples_from_record(record))
+        labels.append(LabelExamples(problem_key(problem), problem, examples, solution_id in chosen))
+    return labels

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import Select, exists, func, select, update
 from sqlalchemy.orm import Session
 
 from app.admin.prm import pool_status
@@ -102,25 +102,59 @@ def generation_pace(session: Session, settings: Settings) -> Pace:
     return Pace(True, f"generation {latest} is {share:.0%} labeled", latest, share)
 
 
+class Queued(NamedTuple):
+    """A generation opened: its number and the solutions it took."""
+
+    number: int
+    selected: list[int]
+    control: list[int]
+
+
 def queue_generation(
-    session: Session, run_id: int, chosen: list[int], correctness: dict[int, bool | None]
-) -> int:
-    """Open a new generation of the ``chosen`` solutions (with the QC questions); its number."""
+    session: Session,
+    run_id: int,
+    selected: list[int],
+    control: list[int],
+    correctness: dict[int, bool | None],
+) -> Queued | None:
+    """Open a new generation of the ``selected`` solutions and the ``control`` share (with
+    the QC questions); None when none of them could be taken.
+
+    A solution is taken only while it is still unqueued and unlabeled (one conditional
+    UPDATE): one that another worker queued or a labeler labeled since the pool was read
+    stays where it is, and the generation counts only what it took.
+    """
     number = next_generation(session)
+    taken = set(
+        session.scalars(
+            update(Solution)
+            .where(
+                Solution.id.in_([*selected, *control]),
+                Solution.queue_state == QueueState.NOT_QUEUED.value,
+                ~exists().where(Label.solution_id == Solution.id),
+            )
+            .values(generation=number, queue_state=QueueState.OPEN.value)
+            .returning(Solution.id)
+        )
+    )
+    if not taken:
+        return None
+    queued = Queued(number, [i for i in selected if i in taken], [i for i in control if i in taken])
+    if queued.control:
+        session.execute(
+            update(Solution).where(Solution.id.in_(queued.control)).values(is_control=True)
+        )
     generation = Generation(
         number=number,
         run_id=run_id,
-        selected=len(chosen),
-        wrong_answers=sum(correctness[i] is False for i in chosen),
+        selected=len(queued.selected),
+        wrong_answers=sum(correctness[i] is False for i in queued.selected),
+        control=len(queued.control),
     )
     session.add(generation)
-    session.execute(
-        update(Solution)
-        .where(Solution.id.in_(chosen))
-        .values(generation=number, queue_state=QueueState.OPEN.value)
-    )
+    session.flush()
     generation.quality_control = add_quality_control_to_generation(session, number)
-    return number
+    return queued
 
 
 def next_generation(session: Session) -> int:
@@ -142,23 +176,27 @@ def pool_summary(session: Session, settings: Settings) -> dict[str, int]:
     }
 
 
-def imported_samples(session: Session, excluded_problems: set[str]) -> list[SampledProblem]:
-    """Independent samples in the database: graded solutions that no PRM selected (imported,
-    or queued by hand), on problems with two or more of them, ``excluded_problems`` aside
-    (the problems training saw)."""
-    selected_by_prm = select(Generation.number).where(Generation.run_id.is_not(None))
+def chosen_by_prm() -> Select[int]:
+    """The solutions a PRM chose: queued by a run's selection, its control share aside.
+    Imported, hand-queued and control solutions are samples no PRM picked."""
+    by_runs = select(Generation.number).where(Generation.run_id.is_not(None))
+    return select(Solution.id).where(
+        Solution.generation.in_(by_runs), Solution.is_control.is_(False)
+    )
+
+
+def imported_samples(session: Session) -> list[SampledProblem]:
+    """Independent samples in the database: graded solutions that no PRM chose (imported,
+    queued by hand, or in a generation's control share), on problems with two or more."""
     rows = session.execute(
         select(Problem.text, Solution.steps, Solution.answer, Solution.answer_correct)
         .join(Problem, Problem.id == Solution.problem_id)
-        .where(
-            Solution.answer_correct.is_not(None),
-            Solution.generation.is_(None) | Solution.generation.not_in(selected_by_prm),
-        )
+        .where(Solution.answer_correct.is_not(None), Solution.id.not_in(chosen_by_prm()))
         .order_by(Solution.problem_id, Solution.id)
     ).all()
     by_problem: dict[str, list[Any]] = defaultdict(list)
     for row in rows:
-        if row.steps and row.text not in excluded_problems:
+        if row.steps:
             by_problem[row.text].append(row)
     return [
         SampledProblem(
@@ -172,12 +210,24 @@ def imported_samples(session: Session, excluded_problems: set[str]) -> list[Samp
     ]
 
 
-def current_checkpoint(session: Session) -> Path | None:
-    """The current run's checkpoint directory, if it is on disk."""
-    path = session.scalar(
-        select(TrainingRun.checkpoint_path).where(TrainingRun.is_current.is_(True))
-    )
-    return None if path is None or not Path(path).exists() else Path(path)
+class CurrentCheckpoint(NamedTuple):
+    run_id: int
+    path: Path | None
+    """None where the run's checkpoint was pruned, or never recorded."""
+
+    @property
+    def on_disk(self) -> bool:
+        return self.path is not None and self.path.exists()
+
+
+def current_checkpoint(session: Session) -> CurrentCheckpoint | None:
+    """The current run's checkpoint; None when no run is current (the first model)."""
+    row = session.execute(
+        select(TrainingRun.id, TrainingRun.checkpoint_path).where(TrainingRun.is_current.is_(True))
+    ).first()
+    if row is None:
+        return None
+    return CurrentCheckpoint(row.id, Path(row.checkpoint_path) if row.checkpoint_path else None)
 
 
 class StoredCheckpoint(NamedTuple):

@@ -18,7 +18,8 @@ from app.models import Label, RunStatus, TrainingRun, utc_now
 from app.statements import rows_changed
 
 STALE_AFTER = timedelta(minutes=10)
-"""A running run whose worker has not beaten for this long is taken for dead."""
+"""A running run whose worker has not beaten for this long is taken for dead. A worker
+beats five times in that time (worker/cycle.py), in every step, training and scoring too."""
 
 _CLAIM_LOCK = 727_001  # any constant shared by every steplabel worker
 
@@ -116,6 +117,17 @@ def mark_step(session: Session, run: TrainingRun, step: str, seconds: dict[str, 
     run.timings = dict(seconds)
     run.heartbeat_at = utc_now()
     session.flush()
+
+
+def beat(session: Session, run_id: int, now: datetime | None = None) -> bool:
+    """Record that the run's worker is alive; False once the run is no longer running
+    (another worker took it for dead, or it ended)."""
+    result = session.execute(
+        update(TrainingRun)
+        .where(TrainingRun.id == run_id, TrainingRun.status == RunStatus.RUNNING.value)
+        .values(heartbeat_at=now or utc_now())
+    )
+    return rows_changed(result) > 0
 
 
 def finish_run(

@@ -103,6 +103,14 @@ def count_labels(session: Session, label_filter: ExportFilter) -> int:
 
 def iter_records(session: Session, label_filter: ExportFilter) -> Iterator[dict[str, Any]]:
     """Every selected label as a PRM800K dict, in import order."""
+    return (record for _solution, record in solution_records(session, label_filter))
+
+
+def solution_records(
+    session: Session, label_filter: ExportFilter
+) -> Iterator[tuple[int | None, dict[str, Any]]]:
+    """``iter_records`` with each label's solution id (None for a phase-1 label without one):
+    the worker tells the labels on solutions a PRM chose from the others."""
     query = label_filter.apply(
         select(*_LABEL_COLUMNS)
         .join(User.__table__, USERS.id == LABELS.labeler_id)
@@ -118,7 +126,7 @@ def iter_records(session: Session, label_filter: ExportFilter) -> Iterator[dict[
             return
         steps = _steps_by_label(session, {label.id for label in labels})
         for label in labels:
-            yield _record(label, steps.get(label.id, []))
+            yield label.solution_id, _record(label, steps.get(label.id, []))
         after = labels[-1].id
 
 

@@ -1,6 +1,8 @@
 """End to end: labels in the database, `python -m worker once`, a new generation queued."""
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -29,6 +31,7 @@ from app.models import (
     User,
 )
 from app.quality.questions import mark_quality_control
+from tests.factories import make_label, make_solution
 from tests.labeling.test_queue import RULES
 
 if TYPE_CHECKING:
@@ -177,20 +180,20 @@ def test_once_trains_selects_and_queues_a_generation(
         assert f1["low"] <= f1["value"] <= f1["high"] and f1["n"] == 24
         assert evaluation["best_of_n"]["problems"] == 5
         assert {"prm", "majority", "random"} <= set(evaluation["best_of_n"])
-        assert metrics["gate"] == {
-            "promote": True,
-            "reason": "first model",
-            "metric": None,
-            "new": None,
-            "current": None,
-            "difference": None,
-        }
+        gate = metrics["gate"]
+        assert (gate["promote"], gate["reason"], gate["metric"]) == (True, "first model", None)
         assert metrics["training_args"]["mode"] == "full"  # the tiny model's default
-        assert metrics["selection"]["queued"] == 2 * DEMO_PROBLEMS and metrics["pace"]["due"], (
-            metrics["pace"],
-            metrics["selection"],
-        )
-        assert run.labels_used and Path(run.checkpoint_path or "").is_dir()
+        # The strategy's 2 per problem, and about a tenth of the generation besides: the
+        # uniform control share (a drawn solution the strategy also chose counts as control).
+        control = round(2 * DEMO_PROBLEMS * 0.1 / 0.9)
+        selection = metrics["selection"]
+        assert metrics["pace"]["due"], metrics["pace"]
+        assert selection["control"] == control, selection
+        assert 2 * DEMO_PROBLEMS <= selection["queued"] <= 2 * DEMO_PROBLEMS + control
+        assert selection["taken_meanwhile"] == 0
+        assert run.labels_used == metrics["labels_trained"] < metrics["labels"]
+        assert metrics["split"]["identity"] == "problem-hash/1 seed=0 held_out=0.2"
+        assert Path(run.checkpoint_path or "").is_dir()
         assert run.checkpoint_bytes and run.checkpoint_bytes > 100_000
         assert set(run.timings or {}) >= {
             "grade",
@@ -212,10 +215,11 @@ def test_once_trains_selects_and_queues_a_generation(
         )
         assert session.scalars(served_questions).all() == questions
         queued = session.scalars(select(Solution).where(Solution.generation == 1)).all()
-        assert len(queued) == generation.selected == 2 * DEMO_PROBLEMS
+        assert len(queued) == generation.selected + generation.control == selection["queued"]
+        assert sum(s.is_control for s in queued) == generation.control == control
         assert all(s.queue_state == QueueState.OPEN.value for s in queued)
         assert all(s.prm_score is not None and s.scored_by_run_id == run.id for s in queued)
-        wrong = sum(s.answer_correct is False for s in queued)
+        wrong = sum(s.answer_correct is False for s in queued if not s.is_control)
         assert generation.wrong_answers == wrong > 0
         # The new generation reaches labelers: bob gets one of its solutions next.
         bob = session.scalars(select(User).where(User.name == "bob")).one()
@@ -292,17 +296,125 @@ def test_no_generation_is_queued_while_the_open_one_is_mostly_unlabeled(
 
 
 @pytest.mark.sqlite_only
-def test_too_few_labels_make_no_run(engine: Engine, database_url: str, tmp_path: Path) -> None:
+def test_too_few_labels_to_train_on_make_no_run(
+    engine: Engine, database_url: str, tmp_path: Path
+) -> None:
+    """Labels on held-out problems do not count: 40 labels in all are not enough."""
     with transaction(engine) as session:
         seed(session)
-    label_queued(engine, limit=5)
+    label_queued(engine, limit=40)
 
-    outcome = run_once(engine, database_url, tmp_path)
+    outcome = run_once(engine, database_url, tmp_path, train_min_labels="40")
 
     assert outcome.status == RunStatus.SUCCEEDED.value, outcome.error
     with Session(engine) as session:
         run = session.scalars(select(TrainingRun)).one()
     assert run.checkpoint_path is None and not run.is_current
-    skipped = (run.metrics or {})["skipped"]
-    assert skipped == f"{run.labels_used} labels to train on; a run needs 50"
-    assert 5 <= (run.labels_used or 0) < 50
+    metrics = run.metrics or {}
+    held_out = metrics["labels"] - metrics["labels_trained"]
+    assert metrics["labels"] >= 40 and held_out > 0
+    assert run.labels_used == metrics["labels_trained"] < 40
+    assert metrics["skipped"] == (
+        f"{run.labels_used} labels to train on ({held_out} more on held-out problems); "
+        "a run needs 40"
+    )
+
+
+def trained_problem(texts: list[str]) -> str:
+    """The first of ``texts`` that the default split trains on (not held out)."""
+    from worker.data import problem_key
+    from worker.eval_sets import unit_hash
+
+    return next(t for t in texts if unit_hash(0, str(problem_key(t))) >= 0.2)
+
+
+@pytest.mark.sqlite_only
+def test_evaluation_leaves_out_what_was_trained_on_and_another_split_is_not_compared(
+    engine: Engine, database_url: str, tmp_path: Path, shared_data: Path
+) -> None:
+    """A team labels a ProcessBench problem and a best-of-N one (typeset their own way):
+    they leave those evaluation sets. A run on another split is not compared on held-out
+    problems, and leaves out what the current PRM trained on."""
+    from worker.eval_sets import file_sets
+
+    processbench, best_of_n = file_sets(shared_data, 6, 5)
+    assert processbench is not None
+    imported = [
+        trained_problem([i.problem for i in processbench.test]),
+        trained_problem([p.problem for p in best_of_n]),
+    ]
+    with transaction(engine) as session:
+        seed(session)
+        alice = session.scalars(select(User).where(User.name == "alice")).one()
+        for text in imported:
+            # Typeset otherwise: another case, a period, spaces.
+            solution = make_solution(session, ["Try.", "# Answer\n\n1"], problem_text=f" {text}.")
+            make_label(session, alice, solution, [[1], [-1]], finish_reason="found_error")
+    label_queued(engine, labelers=("alice", "bob"))
+    evaluation = {
+        "eval_dir": str(shared_data),
+        "eval_processbench_per_subset": "6",
+        "eval_best_of_n_problems": "5",
+    }
+
+    first = run_once(engine, database_url, tmp_path, **evaluation)
+    other_split = run_once(engine, database_url, tmp_path, train_split_seed="1", **evaluation)
+
+    assert first.status == other_split.status == RunStatus.SUCCEEDED.value, other_split.error
+    with Session(engine) as session:
+        one, two = session.scalars(select(TrainingRun).order_by(TrainingRun.id)).all()
+    metrics = one.metrics or {}
+    ours = "a problem this run's PRM trained on"
+    left_out = {
+        (item["set"], item["reason"]): item["count"] for item in metrics["evaluation_left_out"]
+    }
+    pb_items = sum(i.problem == imported[0] for i in processbench.test)
+    assert left_out[("processbench_test", ours)] == pb_items >= 1
+    assert left_out[("best_of_n", ours)] == 1
+    sets = metrics["evaluation"]["sets"]
+    assert sets["processbench_test"] == 4 * 6 - pb_items and sets["best_of_n_problems"] == 4
+    recorded = json.loads(Path(one.checkpoint_path or "", "metrics.json").read_text())
+    assert recorded["trained_on"]["identity"] == metrics["split"]["identity"]
+    assert len(recorded["trained_on"]["trained_problems"]) > 20
+    assert "trained_on" not in metrics  # the run's row keeps its figures, not its problems
+
+    later = two.metrics or {}
+    assert later["split"]["identity"] == "problem-hash/1 seed=1 held_out=0.2"
+    gate = later["gate"]
+    assert gate["not_judged"]["step_auroc"].startswith(
+        "the current PRM was judged on another split (problem-hash/1 seed=0 held_out=0.2"
+    )
+    assert "step_auroc" not in [j["metric"] for j in gate["judged"]]
+    # The held-out problems of the new split that the current PRM trained on: left out.
+    theirs = {
+        item["set"]: item["count"]
+        for item in later["evaluation_left_out"]
+        if item["reason"] == "a problem the current PRM trained on"
+    }
+    assert theirs.get("held_out", 0) > 0
+
+
+@pytest.mark.sqlite_only
+def test_a_missing_current_checkpoint_is_an_error_not_a_first_model(
+    engine: Engine, database_url: str, tmp_path: Path
+) -> None:
+    with transaction(engine) as session:
+        seed(session)
+    label_queued(engine, labelers=("alice", "bob"))
+    run_once(engine, database_url, tmp_path)
+    with Session(engine) as session:
+        current = session.scalars(select(TrainingRun)).one()
+    assert current.is_current and current.checkpoint_path
+    shutil.rmtree(current.checkpoint_path)
+
+    outcome = run_once(engine, database_url, tmp_path)
+
+    assert outcome.status == RunStatus.SUCCEEDED.value, outcome.error
+    with Session(engine) as session:
+        first, second = session.scalars(select(TrainingRun).order_by(TrainingRun.id)).all()
+    assert first.is_current and not second.is_current
+    gate = (second.metrics or {})["gate"]
+    assert not gate["promote"] and gate["reason"] != "first model"
+    assert gate["error"] == (
+        f"the current checkpoint (run {first.id}) is missing: {current.checkpoint_path}"
+    )

@@ -7,9 +7,18 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.datasets.importing import import_prm800k
 from app.datasets.reading import read_jsonl
+from app.models import Generation, RunStatus, TrainingRun
 from tests import factories
-from tests.factories import completion, human_completion, record, step
-from worker.data import examples_from_record, problem_key, training_examples
+from tests.factories import (
+    completion,
+    human_completion,
+    make_label,
+    make_solution,
+    make_user,
+    record,
+    step,
+)
+from worker.data import examples_from_record, problem_key, training_labels
 
 
 def as_tuples(rec: dict[str, object]) -> list[tuple[list[str], list[int | None]]]:
@@ -88,7 +97,7 @@ def test_a_step_with_null_completions_ends_the_path() -> None:
     assert as_tuples(rec) == [(["x"], [1])]
 
 
-def test_training_examples_leave_out_qc_screening_and_unjudged_labels(session: Session) -> None:
+def test_training_labels_leave_out_qc_screening_and_unjudged_labels(session: Session) -> None:
     records = [
         record(steps=[step(completion("kept", 1))], timestamp="2022-01-01T00:00:00.000001"),
         record(steps=[step(completion("qc", 1))], qc=True, timestamp="2022-01-01T00:00:00.000002"),
@@ -105,8 +114,40 @@ def test_training_examples_leave_out_qc_screening_and_unjudged_labels(session: S
     ]
     text = "".join(factories.line(r) for r in records)
     import_prm800k(session, read_jsonl("labels", io.BytesIO(text.encode())))
-    examples, labels = training_examples(session, Settings())
-    assert labels == 1 and [e.steps for e in examples] == [["kept"]]
+    labels = training_labels(session, Settings())
+    assert [[e.steps for e in label.examples] for label in labels] == [[["kept"]]]
     with_qc = Settings(train_include_quality_control=True, train_include_screening=True)
-    examples, labels = training_examples(session, with_qc)
-    assert labels == 3 and sorted(e.steps[0] for e in examples) == ["kept", "qc", "screen"]
+    labels = training_labels(session, with_qc)
+    assert sorted(e.steps[0] for label in labels for e in label.examples) == [
+        "kept",
+        "qc",
+        "screen",
+    ]
+    assert not any(label.chosen_by_prm for label in labels)  # imported: no PRM chose them
+
+
+def test_labels_know_whether_a_prm_chose_their_solution(session: Session) -> None:
+    """A run's selection chose; its control share, an import or a hand-queued one did not."""
+    session.add_all([Generation(number=1), Generation(number=2, run_id=add_run(session).id)])
+    labeler = make_user(session, "ann")
+    by_hand, selected, control = (make_solution(session, generation=g) for g in (1, 2, 2))
+    control.is_control = True
+    for solution in (by_hand, selected, control):
+        make_label(session, labeler, solution, [[1], [1]])
+
+    labels = training_labels(session, Settings())
+
+    assert [label.chosen_by_prm for label in labels] == [False, True, False]
+    assert labels[1].problem == selected.problem.text
+
+
+def test_one_problem_typeset_two_ways_is_one_problem() -> None:
+    assert problem_key("What is $1 + 1$?") == problem_key("what is 1+1 ?")
+    assert problem_key("What is $1 + 1$?") != problem_key("What is $1 + 2$?")
+
+
+def add_run(session: Session) -> TrainingRun:
+    run = TrainingRun(status=RunStatus.SUCCEEDED.value)
+    session.add(run)
+    session.flush()
+    return run

@@ -9,6 +9,7 @@ from worker.evaluate import (
     Comparison,
     Estimate,
     FirstErrors,
+    GateDecision,
     Sample,
     StepSet,
     best_of_n,
@@ -21,6 +22,7 @@ from worker.evaluate import (
     processbench_figures,
     selection_yield,
     step_auroc,
+    t_quantile,
 )
 
 
@@ -156,58 +158,107 @@ def test_selection_yield() -> None:
     assert selection_yield([None]) is None
 
 
-def _means(values: np.ndarray) -> Comparison:
-    """A comparison whose 'current' model scores 0.7 on every unit."""
+MARGIN = 0.02
+
+
+def _means(values: np.ndarray, metric: str = "step_auroc", current: float = 0.7) -> Comparison:
+    """A comparison whose 'current' model scores ``current`` on every unit."""
     return Comparison(
-        "step_auroc",
-        lambda units: float(values[units].mean()),
-        lambda units: 0.7,
-        len(values),
+        metric, lambda units: float(values[units].mean()), lambda units: current, len(values)
     )
+
+
+def _judge(*comparisons: Comparison, primary: str = "step_auroc") -> GateDecision:
+    return gate(comparisons, primary=primary, margin=MARGIN, has_current=True)
 
 
 def test_the_gate_keeps_the_current_model_when_the_new_one_is_worse_beyond_the_margin() -> None:
     worse = _means(np.random.default_rng(0).normal(0.6, 0.02, size=50))
 
-    decision = gate([worse], labels_used=80, min_labels=50, has_current=True)
+    decision = _judge(worse)
 
     assert not decision.promote
     assert decision.metric == "step_auroc"
-    assert decision.difference is not None and decision.difference.high < 0
+    assert decision.difference is not None and decision.difference.high < -MARGIN
     assert decision.reason.startswith("kept the current model: step_auroc 0.6")
     assert "against 0.700 [0.700, 0.700]" in decision.reason
 
 
-def test_the_gate_promotes_a_model_that_is_not_worse_beyond_chance() -> None:
-    # Slightly lower on average, but within the noise: not a regression.
-    noisy = _means(np.random.default_rng(1).normal(0.69, 0.1, size=20))
+def test_a_small_drop_within_the_margin_is_not_enough_on_the_primary_metric() -> None:
+    """Not worse beyond the margin, but below the current model: small drops would add up
+    run after run, so the primary metric must be better or equal."""
+    slightly_lower = _means(np.full(300, 0.695) + np.random.default_rng(1).normal(0, 0.01, 300))
 
-    decision = gate([noisy], labels_used=80, min_labels=50, has_current=True)
+    decision = _judge(slightly_lower)
 
-    assert decision.promote and decision.reason.startswith("promoted: step_auroc")
-    assert (
-        decision.difference is not None and decision.difference.low < 0 < decision.difference.high
-    )
+    assert not decision.promote and decision.metric == "step_auroc"
+    assert decision.difference is not None and decision.difference.low > -MARGIN
+    assert decision.difference.value < 0
+    assert "below the current model's" in decision.reason
 
 
-def test_the_gate_needs_enough_labels_and_a_comparable_metric() -> None:
-    better = _means(np.full(20, 0.9))
+def test_a_handful_of_problems_cannot_show_a_model_is_not_worse() -> None:
+    """The demo's 8 held-out problems: a model as good as the current one on average is
+    kept out, since its interval reaches below the margin (it used to pass)."""
+    noisy = _means(np.array([0.9, 0.5, 0.8, 0.6, 0.75, 0.65, 0.7, 0.7]))
 
-    assert gate([better], labels_used=49, min_labels=50, has_current=True).reason == (
-        "trained on 49 labels; needs 50"
-    )
-    assert gate([], labels_used=50, min_labels=50, has_current=False).reason == "first model"
-    undecided = gate([], labels_used=50, min_labels=50, has_current=True)
+    decision = _judge(noisy)
+
+    assert not decision.promote
+    assert decision.difference is not None and decision.difference.low < -MARGIN
+    assert "worse beyond the margin 0.020 not ruled out" in decision.reason
+
+
+def test_a_collapse_on_another_metric_keeps_the_new_model_out() -> None:
+    better = _means(np.full(200, 0.8))
+    collapsed = _means(np.full(200, 0.3), metric="processbench_f1", current=0.45)
+
+    decision = _judge(better, collapsed)
+
+    assert not decision.promote and decision.metric == "processbench_f1"
+    assert decision.primary == "step_auroc"
+    assert [j.metric for j in decision.judged] == ["step_auroc", "processbench_f1"]
+    assert [j.passed for j in decision.judged] == [True, False]
+    assert decision.reason.startswith("kept the current model: processbench_f1 0.300")
+
+
+def test_the_gate_promotes_a_model_not_worse_anywhere_and_better_on_the_primary() -> None:
+    better = _means(np.random.default_rng(2).normal(0.75, 0.05, size=300))
+    same = _means(np.full(300, 0.45), metric="best_of_n", current=0.45)
+
+    decision = _judge(better, same)
+
+    assert decision.promote and decision.metric == "step_auroc"
+    assert decision.reason.startswith("promoted: step_auroc 0.7")
+    assert "no judged metric worse beyond the margin 0.020" in decision.reason
+    assert decision.as_dict()["judged"][1]["verdict"] == "not worse beyond the margin 0.020"
+    assert decision.as_dict()["margin"] == MARGIN
+
+
+def test_the_gate_needs_a_current_model_and_a_comparable_metric() -> None:
+    first = gate([], primary="step_auroc", margin=MARGIN, has_current=False)
+    assert first.promote and first.reason == "first model"
+    undecided = _judge()
     assert not undecided.promote and "no metric could compare" in undecided.reason
 
 
-def test_the_gate_falls_back_to_the_next_metric_it_can_compute() -> None:
+def test_without_the_primary_metric_the_first_judged_one_leads() -> None:
     undefined = Comparison("step_auroc", lambda units: None, lambda units: 0.7, 10)
     f1 = Comparison("processbench_f1", lambda units: 0.8, lambda units: 0.5, 10)
 
-    decision = gate([undefined, f1], labels_used=60, min_labels=50, has_current=True)
+    decision = gate(
+        [undefined, f1],
+        primary="step_auroc",
+        margin=MARGIN,
+        has_current=True,
+        not_judged={"best_of_n": "no samples"},
+    )
 
-    assert decision.promote and decision.metric == "processbench_f1"
+    assert decision.promote and decision.metric == decision.primary == "processbench_f1"
+    assert decision.not_judged == {
+        "step_auroc": "undefined on these units",
+        "best_of_n": "no samples",
+    }
 
 
 def test_paired_difference_draws_each_resample_once_for_both() -> None:
@@ -219,6 +270,43 @@ def test_paired_difference_draws_each_resample_once_for_both() -> None:
     )
 
     assert difference == Estimate(pytest.approx(0.1), pytest.approx(0.1), pytest.approx(0.1), 40)
+
+
+def test_paired_difference_is_a_t_interval_for_a_mean() -> None:
+    """For a mean, the bootstrap's standard error, corrected for n, with Student's t, is the
+    textbook paired t interval."""
+    differences = np.random.default_rng(4).normal(0.05, 0.2, size=8)
+    mean = float(differences.mean())
+    half = 2.365 * differences.std(ddof=1) / np.sqrt(8)  # t(0.975, 7 df)
+
+    estimate = paired_difference(lambda u: float(differences[u].mean()), lambda u: 0.0, 8)
+
+    assert estimate is not None and estimate.value == pytest.approx(mean)
+    assert estimate.low == pytest.approx(mean - half, rel=0.1)
+    assert estimate.high == pytest.approx(mean + half, rel=0.1)
+
+
+def test_the_gate_resamples_processbench_within_its_subsets() -> None:
+    """As the figure shown does: each resample keeps every subset's size."""
+    strata = np.array([0] * 3 + [1] * 7)
+    values = np.linspace(0.0, 1.0, 10)
+    drawn: list[list[int]] = []
+
+    def mean(units: np.ndarray) -> float:
+        drawn.append(np.bincount(strata[units], minlength=2).tolist())
+        return float(values[units].mean())
+
+    comparison = Comparison("processbench_f1", mean, lambda u: 0.1, 10, strata=strata.tolist())
+    gate([comparison], primary="processbench_f1", margin=MARGIN, has_current=True)
+
+    assert len(drawn) > 1000 and all(counts == [3, 7] for counts in drawn)
+
+
+@pytest.mark.parametrize(
+    ("df", "exact"), [(3, 3.182), (4, 2.776), (7, 2.365), (30, 2.042), (1000, 1.962)]
+)
+def test_t_quantile(df: int, exact: float) -> None:
+    assert t_quantile(0.975, df) == pytest.approx(exact, abs=0.004)
 
 
 def test_estimates_overlap() -> None:

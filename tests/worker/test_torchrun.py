@@ -96,11 +96,9 @@ def test_the_loop_trains_on_every_rank_records_the_run_on_rank_zero_and_ends_on_
         assert [p.name for p in tmp_path.iterdir()] == [f"run-{requested}"]
         assert run.checkpoint_path == str(tmp_path / f"run-{requested}")
         generation = session.scalars(select(Generation)).one()
-        assert (
-            generation.run_id == run.id
-            and generation.selected == metrics["selection"]["queued"] > 0
-        )
-        assert generation.selected == session.scalar(
+        queued = generation.selected + generation.control
+        assert generation.run_id == run.id and queued == metrics["selection"]["queued"] > 0
+        assert queued == session.scalar(
             select(func.count()).select_from(Solution).where(Solution.generation == 1)
         )
         scored = session.execute(

@@ -1,0 +1,120 @@
+"""The held-out split as data: which labels a PRM trains on, which judge it, and what a
+checkpoint records of both.
+
+A problem is held out when a hash of (the split seed, its key) falls below the held-out
+fraction (``worker.train.split_by_problem``); the key is the problem's normalized text
+(``worker.data.problem_key``), so two typesettings of one problem fall on one side. The seed
+is a setting of its own (``STEPLABEL_TRAIN_SPLIT_SEED``): a new training seed leaves the
+held-out problems where they are. Held-out figures come only from labels on solutions no PRM
+chose (the uniform control share, imports, hand-queued and pre-PRM generations): a PRM's
+convincing wrong answers would drag its own figures down by construction.
+
+Every checkpoint records its split's identity and the problems it trained on (hashes of
+their normalized text, in its metrics.json), so that two PRMs are compared on held-out
+problems only under one identity, and every evaluation set leaves out what either trained on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.config import Settings
+from app.content_keys import normalized_problem
+from worker.train import Example, split_by_problem
+
+SCHEME = "problem-hash/1"
+"""How problems are put on a side; a new way of doing it gets a new name."""
+
+
+@dataclass(frozen=True)
+class Split:
+    seed: int
+    held_out_fraction: float
+
+    @classmethod
+    def of(cls, settings: Settings) -> Split:
+        """The configured split: the training seed (``train_seed``) takes no part."""
+        return cls(settings.train_split_seed, settings.train_held_out_fraction)
+
+    @property
+    def identity(self) -> str:
+        """Equal for two runs exactly when they put every problem on the same side."""
+        return f"{SCHEME} seed={self.seed} held_out={self.held_out_fraction:g}"
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "identity": self.identity,
+            "seed": self.seed,
+            "held_out_fraction": self.held_out_fraction,
+        }
+
+
+def problem_hash(text: str) -> str:
+    """A problem's normalized text, hashed: what checkpoints record of their problems."""
+    return hashlib.sha256(normalized_problem(text).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class LabelExamples:
+    """One label's training examples, and whether a PRM chose the solution it labels."""
+
+    problem_id: int
+    problem: str
+    examples: list[Example]
+    chosen_by_prm: bool
+
+
+@dataclass(frozen=True)
+class SplitLabels:
+    train: list[Example]
+    held_out: list[Example]
+    """Examples of held-out problems from labels on solutions no PRM chose."""
+    trained_labels: int
+    held_out_labels: int
+    chosen_left_out: int
+    """Labels on held-out problems whose solution a PRM chose: neither trained on nor used
+    to judge."""
+    trained_problems: frozenset[str]
+    """``problem_hash`` of every problem trained on."""
+
+
+def split_labels(labels: list[LabelExamples], split: Split) -> SplitLabels:
+    """Labels on training problems to train on; held-out ones no PRM chose to judge with."""
+    everything = [e for label in labels for e in label.examples]
+    _, held_out = split_by_problem(everything, split.held_out_fraction, split.seed)
+    held = {e.problem_id for e in held_out}
+    trained = [label for label in labels if label.problem_id not in held]
+    judging = [label for label in labels if label.problem_id in held and not label.chosen_by_prm]
+    return SplitLabels(
+        train=[e for label in trained for e in label.examples],
+        held_out=[e for label in judging for e in label.examples],
+        trained_labels=len(trained),
+        held_out_labels=len(judging),
+        chosen_left_out=len(labels) - len(trained) - len(judging),
+        trained_problems=frozenset(problem_hash(label.problem) for label in trained),
+    )
+
+
+@dataclass(frozen=True)
+class TrainedOn:
+    """What a checkpoint records of its split: the identity and the problems trained on."""
+
+    identity: str
+    problems: frozenset[str]
+
+    def record(self) -> dict[str, Any]:
+        return {"identity": self.identity, "trained_problems": sorted(self.problems)}
+
+
+def load_trained_on(checkpoint: Path) -> TrainedOn | None:
+    """The split a checkpoint recorded in its metrics.json; None for a checkpoint made
+    before splits were recorded (or an unreadable one): its split is unknown."""
+    try:
+        recorded = json.loads((checkpoint / "metrics.json").read_text())["trained_on"]
+        return TrainedOn(str(recorded["identity"]), frozenset(recorded["trained_problems"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
