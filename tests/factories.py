@@ -405,7 +405,22 @@ def prm_run_metrics(auroc: float = 0.712, current_auroc: float | None = 0.7) -> 
     metrics: dict[str, Any] = {
         "graded": 3,
         "examples": 240,
-        "labels": 180,
+        "labels": 200,
+        "labels_trained": 180,
+        "labels_held_out": 20,
+        "split": {
+            "identity": "problem-hash/1 seed=0 held_out=0.2",
+            "seed": 0,
+            "held_out_fraction": 0.2,
+        },
+        "evaluation_left_out": [
+            {
+                "set": "best_of_n",
+                "unit": "problems",
+                "count": 3,
+                "reason": "a problem this run's PRM trained on",
+            }
+        ],
         "training_args": {
             "base_model": "models/smollm2-135m",
             "mode": "head",
@@ -464,6 +479,22 @@ def prm_run_metrics(auroc: float = 0.712, current_auroc: float | None = 0.7) -> 
             "new": new,
             "current": current,
             "difference": difference,
+            "primary": "step_auroc",
+            "margin": 0.02,
+            "judged": [
+                {
+                    "metric": "step_auroc",
+                    "new": new,
+                    "current": current,
+                    "difference": difference,
+                    "passed": gap >= 0,
+                    "verdict": "not worse beyond the margin 0.020"
+                    if gap >= 0
+                    else "below the current model's",
+                }
+            ],
+            "not_judged": {"best_of_n": "no best-of-N samples"},
+            "error": None,
         }
     return metrics
 

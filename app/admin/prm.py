@@ -1,16 +1,29 @@
 """The PRM as admins follow it: training runs and their figures, the current checkpoint,
 the checkpoints on disk, the unlabeled pool the selections choose from, and the
-generations they queued, with their yield beside a uniform pick's."""
+generations they queued, with their yield beside a uniform pick's: the control share's."""
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import case, exists, func, select
+import numpy as np
+from sqlalchemy import case, exists, false, func, select
 from sqlalchemy.orm import Session
 
+from app import estimates
 from app.admin.charts import Series
-from app.admin.run_metrics import BestOfN, Estimate, Gate, Pace, RunMetrics, read_metrics
+from app.admin.run_metrics import (
+    BestOfN,
+    Estimate,
+    Gate,
+    LeftOut,
+    Pace,
+    RunMetrics,
+    Split,
+    estimate,
+    read_metrics,
+)
 from app.config import Settings
 from app.figures import share
 from app.models import (
@@ -45,6 +58,10 @@ class RunSummary:
     processbench_f1: Estimate | None
     best_of_n: BestOfN | None
     gate: Gate | None
+    split: Split | None
+    """The held-out split the run's figures are on."""
+    left_out: list[LeftOut] | None
+    """What its evaluation sets left out, and why (None: not recorded)."""
     skipped: str | None
     error: str | None
     checkpoint_path: str | None
@@ -99,24 +116,55 @@ class Pool:
 
 
 @dataclass(frozen=True)
+class LabelYield:
+    """Regular labels (quality control aside) made so far on some of a generation's
+    solutions, and how many of them found an error."""
+
+    labels: int
+    negative_labels: int
+    """Labels that rate a step of the solution -1."""
+
+    @property
+    def negative_yield(self) -> float | None:
+        return share(self.negative_labels, self.labels)
+
+
+@dataclass(frozen=True)
 class GenerationYield:
-    """A generation the PRM selected, and whether the selection found what it looks for."""
+    """A generation the PRM selected, and whether the selection found what it looks for,
+    beside its control share: solutions drawn uniformly from the same pool."""
 
     number: int
     created_at: datetime
     run_id: int | None
     strategy: str | None
     selected: int
+    """Solutions the strategy chose (the control share aside)."""
     wrong_answers: int
     answer_yield: float | None
     """Share of the selected solutions whose final answer is wrong."""
     pool_wrong_share: float | None
     """Share of wrong answers in the pool it was selected from: a uniform pick's yield."""
-    labels: int
-    """Regular labels made so far on this generation (quality control aside)."""
-    negative_labels: int
-    """Of them, labels that rate a step of the solution -1."""
-    negative_yield: float | None
+    control: int
+    """Solutions drawn uniformly from the same pool beside the selected ones."""
+    on_selected: LabelYield
+    on_control: LabelYield
+    control_auroc: Estimate | None
+    """The step AUROC, on the control labels, of the PRM that scored the pool."""
+    scored_with: int | None
+    """The run whose PRM that was."""
+
+    @property
+    def labels(self) -> int:
+        return self.on_selected.labels + self.on_control.labels
+
+    @property
+    def negative_labels(self) -> int:
+        return self.on_selected.negative_labels + self.on_control.negative_labels
+
+    @property
+    def negative_yield(self) -> float | None:
+        return share(self.negative_labels, self.labels)
 
 
 @dataclass(frozen=True)
@@ -134,6 +182,15 @@ class PrmStatus:
     pool: Pool
     generations: list[GenerationYield]
     """Newest first."""
+
+    @property
+    def gate_error(self) -> RunSummary | None:
+        """The newest run whose gate could not compare (its current checkpoint missing),
+        unless a run since promoted a model."""
+        for run in self.runs:
+            if run.gate and (run.gate.error or run.gate.promote):
+                return run if run.gate.error else None
+        return None
 
 
 def summarize(run: TrainingRun) -> RunSummary:
@@ -160,6 +217,8 @@ def _summary(run: TrainingRun, metrics: RunMetrics) -> RunSummary:
         processbench_f1=processbench.f1 if processbench else None,
         best_of_n=metrics.best_of_n,
         gate=metrics.gate,
+        split=metrics.split,
+        left_out=metrics.left_out,
         skipped=metrics.skipped,
         error=run.error,
         checkpoint_path=run.checkpoint_path,
@@ -259,33 +318,40 @@ def pool_status(session: Session, settings: Settings) -> Pool:
 
 def generation_yields(session: Session) -> list[GenerationYield]:
     """Every generation with its yield of wrong answers and of labels that found an error,
-    and the pool's wrong-answer share when it was selected (from its run's metrics)."""
+    on the selected and on the control solutions apart, the pool's wrong-answer share when
+    it was selected (from its run's metrics), and the step AUROC on the control labels."""
     own_negative_step = exists().where(
         StepCompletion.label_id == Label.id,
         StepCompletion.completion_index == 0,
         StepCompletion.rating == -1,
     )
+    # Phase-1 labels have no solution, so none in a control share.
+    is_control = func.coalesce(Solution.is_control, false()).label("is_control")
     labels = {
-        row.generation: (row.labels, row.negative)
+        (row.generation, bool(row.is_control)): LabelYield(row.labels, int(row.negative))
         for row in session.execute(
             select(
                 Label.generation,
+                is_control,
                 func.count().label("labels"),
                 func.coalesce(func.sum(case((own_negative_step, 1), else_=0)), 0).label("negative"),
             )
+            .outerjoin(Solution, Solution.id == Label.solution_id)
             .where(Label.is_quality_control.is_(False), Label.generation.is_not(None))
-            .group_by(Label.generation)
+            .group_by(Label.generation, is_control)
         )
     }
+    aurocs = control_aurocs(session)
     rows = session.execute(
         select(Generation, TrainingRun.metrics)
         .outerjoin(TrainingRun, TrainingRun.id == Generation.run_id)
         .order_by(Generation.number.desc())
     )
+    none = LabelYield(0, 0)
     yields = []
     for generation, run_metrics in rows:
-        selection = read_metrics(run_metrics).selection
-        count, negative = labels.get(generation.number, (0, 0))
+        metrics = read_metrics(run_metrics)
+        selection = metrics.selection
         yields.append(
             GenerationYield(
                 number=generation.number,
@@ -296,12 +362,53 @@ def generation_yields(session: Session) -> list[GenerationYield]:
                 wrong_answers=generation.wrong_answers,
                 answer_yield=share(generation.wrong_answers, generation.selected),
                 pool_wrong_share=selection.pool_wrong_share if selection else None,
-                labels=count,
-                negative_labels=int(negative),
-                negative_yield=share(int(negative), count),
+                control=generation.control,
+                on_selected=labels.get((generation.number, False), none),
+                on_control=labels.get((generation.number, True), none),
+                control_auroc=aurocs.get(generation.number),
+                scored_with=metrics.pool_scored_with,
             )
         )
     return yields
+
+
+def control_aurocs(session: Session) -> dict[int, Estimate]:
+    """Per generation with a control share, the step AUROC (a step's P(-1) read as one
+    minus its stored P(fine)) of the PRM that scored the pool, on the control solutions'
+    labeled steps, resampling solutions; or why there is none.
+
+    Their scores stay as the selecting run stored them: a queued solution is out of the
+    pool, so no later run scores it again. Nothing is recomputed: no model is loaded."""
+    rows = session.execute(
+        select(
+            Solution.generation,
+            Solution.id,
+            Solution.prm_step_scores,
+            StepCompletion.step_index,
+            StepCompletion.rating,
+        )
+        .join(Label, Label.solution_id == Solution.id)
+        .join(StepCompletion, StepCompletion.label_id == Label.id)
+        .where(
+            Solution.is_control.is_(True),
+            Label.is_quality_control.is_(False),
+            StepCompletion.completion_index == 0,
+        )
+        .order_by(Solution.generation, Solution.id, Label.id, StepCompletion.step_index)
+    )
+    steps: dict[int, dict[int, list[tuple[float, int]]]] = defaultdict(lambda: defaultdict(list))
+    for generation, solution_id, scores, index, rating in rows:
+        if generation is not None and rating is not None and scores and index < len(scores):
+            steps[generation][solution_id].append((1.0 - scores[index], rating))
+    figures = {}
+    for generation, by_solution in steps.items():
+        labeled = estimates.StepSet(
+            [np.array([p for p, _ in s]) for s in by_solution.values()],
+            [np.array([r for _, r in s]) for s in by_solution.values()],
+            units="control solutions",
+        )
+        figures[generation] = estimate(estimates.step_auroc(labeled, seed=generation))
+    return {g: e for g, e in figures.items() if e is not None}
 
 
 @dataclass(frozen=True)

@@ -86,16 +86,55 @@ class Evaluation:
 
 
 @dataclass(frozen=True)
+class Judgement:
+    """One metric the gate judged: both PRMs' figures, their difference, the verdict."""
+
+    metric: str
+    new: Estimate | None
+    current: Estimate | None
+    difference: Estimate | None
+    passed: bool
+    verdict: str
+
+
+@dataclass(frozen=True)
 class Gate:
     """Whether the run's PRM replaced the current one, and on which figures."""
 
     promote: bool
     reason: str
     metric: str | None
+    """The metric that decided: the first that failed, else the primary one."""
     new: Estimate | None
     current: Estimate | None
     difference: Estimate | None
     """New minus current on the same units (a paired bootstrap)."""
+    primary: str | None = None
+    margin: float | None = None
+    judged: list[Judgement] = field(default_factory=list)
+    not_judged: dict[str, str] = field(default_factory=dict)
+    """Metrics the gate could not compare, and why."""
+    error: str | None = None
+    """Why the gate could not compare at all (the current checkpoint is missing)."""
+
+
+@dataclass(frozen=True)
+class Split:
+    """Which problems a run held out: its identity, seed and share."""
+
+    identity: str
+    seed: int | None
+    held_out_fraction: float | None
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """Items an evaluation set lost, and why (a problem trained on, say)."""
+
+    set: str
+    unit: str
+    count: int
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -115,16 +154,26 @@ class Selection:
     strategy: str | None
     queued: int | None
     wrong_share: float | None
-    """Share of wrong final answers among the queued solutions (graded ones)."""
+    """Share of wrong final answers among the strategy's picks (graded ones)."""
     pool_wrong_share: float | None
     """The same share over the whole pool: what a uniform pick would have yielded."""
     reason: str | None
+    control: int | None = None
+    """Of the queued, the uniform control share."""
+    control_wrong_share: float | None = None
+    taken_meanwhile: int | None = None
+    """Picks another worker or a labeler took before they could be queued."""
 
 
 @dataclass(frozen=True)
 class RunMetrics:
     examples: int | None = None
     labels: int | None = None
+    labels_trained: int | None = None
+    """Labels on training problems; the others are held out (or left out)."""
+    split: Split | None = None
+    left_out: list[LeftOut] | None = None
+    """What the evaluation sets left out, and why; None for a run that did not say."""
     skipped: str | None = None
     """Why the run stopped before training (too few labels)."""
     training_args: dict[str, Any] = field(default_factory=dict)
@@ -144,6 +193,8 @@ class RunMetrics:
     """The unlabeled pool when the run looked at it: pool, wrong-answer candidates, ungraded."""
     pace: Pace | None = None
     pool_scored: int | None = None
+    pool_scored_with: int | None = None
+    """The run whose PRM scored the pool (this one, or the current one it kept)."""
     selection: Selection | None = None
     generation: int | None = None
     """The generation the run queued."""
@@ -164,6 +215,9 @@ def read_metrics(data: Any) -> RunMetrics:
     return RunMetrics(
         examples=_whole(data.get("examples")),
         labels=_whole(data.get("labels")),
+        labels_trained=_whole(data.get("labels_trained")),
+        split=_split(data.get("split")),
+        left_out=_left_out(data.get("evaluation_left_out")),
         skipped=_text(data.get("skipped")),
         training_args=_plain_values(data.get("training_args")),
         train=_plain_values(train),
@@ -180,6 +234,7 @@ def read_metrics(data: Any) -> RunMetrics:
         pool={k: v for k, v in _plain_values(data.get("pool")).items() if isinstance(v, int)},
         pace=_pace(data.get("pace")),
         pool_scored=_whole(data.get("pool_scored")),
+        pool_scored_with=_whole(data.get("pool_scored_with")),
         selection=_selection(data.get("selection")),
         generation=_whole(data.get("generation")),
     )
@@ -254,6 +309,7 @@ def _best_of_n(data: Any, samples: str) -> BestOfN | None:
 def _gate(data: Any) -> Gate | None:
     if not isinstance(data, dict) or not isinstance(data.get("promote"), bool):
         return None
+    judged = data.get("judged")
     return Gate(
         promote=data["promote"],
         reason=_text(data.get("reason")) or "",
@@ -261,7 +317,48 @@ def _gate(data: Any) -> Gate | None:
         new=estimate(data.get("new")),
         current=estimate(data.get("current")),
         difference=estimate(data.get("difference")),
+        primary=_text(data.get("primary")),
+        margin=_number(data.get("margin")),
+        judged=[
+            Judgement(
+                metric=str(item.get("metric")),
+                new=estimate(item.get("new")),
+                current=estimate(item.get("current")),
+                difference=estimate(item.get("difference")),
+                passed=item.get("passed") is True,
+                verdict=_text(item.get("verdict")) or "",
+            )
+            for item in (judged if isinstance(judged, list) else [])
+            if isinstance(item, dict)
+        ],
+        not_judged={
+            k: v for k, v in _plain_values(data.get("not_judged")).items() if isinstance(v, str)
+        },
+        error=_text(data.get("error")),
     )
+
+
+def _split(data: Any) -> Split | None:
+    if not isinstance(data, dict) or not isinstance(data.get("identity"), str):
+        return None
+    return Split(
+        identity=data["identity"],
+        seed=_whole(data.get("seed")),
+        held_out_fraction=_number(data.get("held_out_fraction")),
+    )
+
+
+def _left_out(data: Any) -> list[LeftOut] | None:
+    if not isinstance(data, list):
+        return None
+    return [
+        LeftOut(str(item["set"]), str(item.get("unit") or ""), item["count"], str(item["reason"]))
+        for item in data
+        if isinstance(item, dict)
+        and _whole(item.get("count")) is not None
+        and isinstance(item.get("set"), str)
+        and isinstance(item.get("reason"), str)
+    ]
 
 
 def _pace(data: Any) -> Pace | None:
@@ -285,6 +382,9 @@ def _selection(data: Any) -> Selection | None:
         wrong_share=_number(data.get("yield")),
         pool_wrong_share=_number(data.get("pool_wrong_share")),
         reason=_text(data.get("reason")),
+        control=_whole(data.get("control")),
+        control_wrong_share=_number(data.get("control_yield")),
+        taken_meanwhile=_whole(data.get("taken_meanwhile")),
     )
 
 

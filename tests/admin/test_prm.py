@@ -439,3 +439,119 @@ def test_the_overview_warns_of_a_low_pool(admin: Admin, engine: Engine) -> None:
     assert tile and tile.group(1).strip() == "1"
     assert "1 wrong-answer candidate · runs low" in page
     assert "The pool runs low: the next generation could take only 1 of the 400" in page
+
+
+# Figures a user can trust (issue 25) and the control share (issue 24)
+
+
+def test_generation_yields_for_the_selected_and_the_control_labels_apart(
+    session: Session,
+) -> None:
+    """The control share's negatives per label beside the selection's, and the step AUROC
+    on the control labels of the PRM that scored them, from the scores stored then."""
+    metrics = prm_run_metrics()
+    metrics["selection"] = {"strategy": "convincing_wrong", "queued": 4, "control": 2}
+    metrics["pool_scored_with"] = 7
+    run = stored_run(session)
+    run.metrics = metrics
+    session.add(Generation(number=1, run_id=run.id, selected=2, wrong_answers=2, control=6))
+    ann = make_user(session, "ann")
+    for _ in range(2):
+        picked = make_solution(session, generation=1)
+        make_label(session, ann, picked, [[1], [-1]], finish_reason="found_error")
+    # Six control solutions of two steps: the PRM put P(fine) 0.2 on the four second steps
+    # rated -1, 0.9 on the other steps rated +1, save one it doubted (0.3).
+    for index in range(6):
+        control = make_solution(session, generation=1)
+        control.is_control = True
+        wrong = index < 4
+        control.prm_step_scores = [0.9, 0.2 if wrong else (0.3 if index == 5 else 0.9)]
+        make_label(session, ann, control, [[1], [-1 if wrong else 1]])
+    # One of three steps, labeled to its second; and one without stored scores: a label,
+    # but not in the figure.
+    extra = make_solution(session, generation=1, steps=["a", "b", "c"])
+    extra.is_control = True
+    extra.prm_step_scores = [0.95, 0.1, 0.1]
+    make_label(session, ann, extra, [[1], [-1]])
+    unscored = make_solution(session, generation=1)
+    unscored.is_control = True
+    make_label(session, ann, unscored, [[1], [-1]])
+
+    (generation,) = generation_yields(session)
+
+    assert (generation.selected, generation.control) == (2, 6)
+    assert (generation.on_selected.labels, generation.on_selected.negative_yield) == (2, 1.0)
+    assert (generation.on_control.labels, generation.on_control.negative_labels) == (8, 6)
+    assert generation.labels == 10 and generation.scored_with == 7
+    auroc = generation.control_auroc
+    # P(-1) = 1 - P(fine): the five -1 steps 0.8 or 0.9, the nine others at most 0.7.
+    assert auroc is not None and auroc.value == pytest.approx(1.0)
+    assert auroc.n == 7 and auroc.low is not None and auroc.low <= auroc.value
+
+
+def test_too_few_control_labels_give_no_auroc(session: Session) -> None:
+    session.add(Generation(number=1, selected=0, control=1))
+    control = make_solution(session, generation=1)
+    control.is_control, control.prm_step_scores = True, [0.9, 0.2]
+    make_label(session, make_user(session, "ann"), control, [[1], [-1]])
+
+    (generation,) = generation_yields(session)
+
+    assert generation.control_auroc == Estimate(
+        None, status="not enough data: 1 control solutions (needs 5)"
+    )
+
+
+def test_the_prm_page_shows_left_outs_the_split_the_deciding_metric_and_the_control_share(
+    admin: Admin, engine: Engine
+) -> None:
+    runs = seed_runs(engine)
+    with transaction(engine) as session:
+        session.add(Generation(number=5, run_id=runs["current"], selected=90, control=10))
+    page = admin.client.get("/admin/prm").text
+    row = page[page.index(f'id="run-{runs["current"]}"') :].split("</tr>")[0]
+    assert "3 problems of best of n (a problem this run&#39;s PRM trained on)" in row
+    assert "seed 0, 20.0% held out" in row and "problem-hash/1 seed=0 held_out=0.2" in row
+    assert "promoted" in row and "on step_auroc" in row
+    generation = page[page.index('id="generation-5"') :].split("</tr>")[0]
+    assert '<td class="num control">10</td>' in generation
+    assert "Step AUROC on the control labels" in page
+    assert 'id="gate-error"' not in page
+
+    run_page = admin.client.get(f"/admin/prm/runs/{runs['current']}").text
+    assert "problem-hash/1 seed=0 held_out=0.2" in run_page
+    left_out = run_page[run_page.index('id="left-out"') :].split("</table>")[0]
+    assert "Best-of-N problems (independent samples)" in left_out and "3 problems" in left_out
+    assert '<dd id="deciding-metric">step_auroc</dd>' in run_page
+    assert "must be better or equal" in run_page and "0.020" in run_page
+    assert 'id="gate-metrics"' in run_page and "best_of_n not judged: no best-of-N samples" in (
+        run_page
+    )
+
+
+def test_a_missing_current_checkpoint_is_an_error_on_the_prm_page(
+    admin: Admin, engine: Engine
+) -> None:
+    runs = seed_runs(engine)
+    error = f"the current checkpoint (run {runs['current']}) is missing: checkpoints/run-x"
+    with transaction(engine) as session:
+        metrics = prm_run_metrics()
+        metrics["gate"] = {
+            "promote": False,
+            "reason": f"kept the current model: {error}",
+            "metric": None,
+            "error": error,
+        }
+        later = stored_run(session, metrics=metrics)
+
+    page = admin.client.get("/admin/prm").text
+    notice = page[page.index('id="gate-error"') :].split("</p>")[0]
+    assert f"Run {later.id}</a> could not be compared with the current model: {error}" in notice
+    row = page[page.index(f'id="run-{later.id}"') :].split("</tr>")[0]
+    assert "not compared" in row and "promoted" not in row
+    run_page = admin.client.get(f"/admin/prm/runs/{later.id}").text
+    assert f"Not compared: {error}" in run_page
+    # A run that promotes a model since ends the alarm.
+    with transaction(engine) as session:
+        stored_run(session)
+    assert 'id="gate-error"' not in admin.client.get("/admin/prm").text

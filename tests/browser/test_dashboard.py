@@ -16,7 +16,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app.admin.charts import Series, line_chart
-from app.models import Generation, Role, RunStatus, Solution, TrainingRun, User
+from app.models import Generation, QueueState, Role, RunStatus, Solution, TrainingRun, User
 from app.quality.questions import mark_quality_control
 from app.templating import decimal
 from tests.browser.conftest import TIMEOUT_MS
@@ -391,6 +391,63 @@ def test_the_prm_pages_show_intervals_and_pin_a_checkpoint(
     arguments = len(prm_run_metrics()["training_args"])
     expect(admin_page.locator("#training-args tbody tr")).to_have_count(arguments)
     admin_page.screenshot(path=str(ARTIFACTS / "dashboard-prm-run.png"), full_page=True)
+
+
+def test_the_control_share_is_drawn_from_the_pool_and_shown_on_the_prm_page(
+    admin_page: Page, live_app: LiveApp
+) -> None:
+    """A generation queued as the worker queues one: the strategy's picks and a control
+    share drawn uniformly from the same pool (worker/control.py); the PRM page shows both
+    apart, and the step AUROC on the control labels of the PRM that scored the pool."""
+    from worker.control import with_control
+    from worker.repository import queue_generation
+    from worker.select import Candidate, SelectionPlan
+
+    with Session(live_app.engine) as session:
+        run = TrainingRun(status=RunStatus.SUCCEEDED.value, labels_used=120)
+        session.add(run)
+        session.flush()
+        pool = []
+        for index in range(80):
+            solution = make_solution(session, generation=None, queue_state=QueueState.NOT_QUEUED)
+            # The PRM doubts the second step of every other solution, rightly.
+            solution.prm_step_scores = [0.9, 0.2 if index % 2 else 0.8]
+            solution.answer_correct = index % 2 == 0
+            pool.append(solution)
+        session.flush()
+        candidates = [
+            Candidate(s.id, s.problem_id, 0.9 * (s.prm_step_scores or [1, 1])[1], s.answer_correct)
+            for s in pool
+        ]
+        plan = SelectionPlan(per_problem=1, max_size=80, seed=run.id)
+        picks = with_control(candidates, plan, 0.25)
+        correct = {c.solution_id: c.answer_correct for c in candidates}
+        queued = queue_generation(session, run.id, picks.selected, picks.control, correct)
+        assert queued is not None and len(queued.control) == 20
+        run.metrics = {
+            "selection": {"strategy": "convincing_wrong", "queued": len(picks)},
+            "pool_scored_with": run.id,
+        }
+        labeler = make_user(session, f"control-{uuid.uuid4().hex[:6]}")
+        by_id = {s.id: s for s in pool}
+        for solution_id in [*queued.control, *queued.selected[:10]]:
+            found = (by_id[solution_id].prm_step_scores or [])[1] < 0.5
+            make_label(session, labeler, by_id[solution_id], [[1], [-1 if found else 1]])
+        session.commit()
+        number, run_id = queued.number, run.id
+        found_on_control = sum((by_id[i].prm_step_scores or [])[1] < 0.5 for i in queued.control)
+
+    admin_page.goto("/admin/prm")
+    row = admin_page.locator(f"#generation-{number}")
+    expect(row.locator(".control")).to_have_text("20")
+    expect(row.locator(".control-labels")).to_have_text("20")
+    expect(row.locator(".control-negatives")).to_contain_text(f"{found_on_control / 20:.1%}")
+    expect(row.locator(".selected-labels")).to_have_text("10")
+    # The PRM ranked every labeled step the way the labeler rated it.
+    expect(row.locator(".control-auroc")).to_contain_text("1.000")
+    expect(row.locator(".control-auroc")).to_contain_text(f"run {run_id}'s PRM")
+    ARTIFACTS.mkdir(exist_ok=True)
+    row.screenshot(path=str(ARTIFACTS / "dashboard-prm-control-share.png"))
 
 
 def test_equal_lines_both_show_in_chromium(browser: Browser) -> None:
