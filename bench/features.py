@@ -5,8 +5,10 @@
 
 The benches (bench/prm_quality.py, bench/active_learning.py) fill what they lack themselves;
 this computes it once, in the background, so that they start warm. Corpora: the four
-ProcessBench subsets and PRMBench (bench/prmbench.py), every whole solution: the labeled
-paths that stop at an error are step prefixes of them, read from the cache for free. The
+ProcessBench subsets and PRMBench (bench/prmbench.py, as bench/active_learning.py reads it:
+without the trajectories whose problem is a ProcessBench test problem), every whole
+solution: the labeled paths that stop at an error are step prefixes of them, read from the
+cache for free. The
 model is the worker's CPU default (SmolLM2-135M, ``head`` mode, every reading).
 """
 
@@ -18,9 +20,9 @@ import time
 from pathlib import Path
 
 from app.config import get_settings
+from bench.active_learning import prmbench_corpus
 from bench.prm_quality import SHARED_DATA
 from bench.prmbench import SUBSET as PRMBENCH
-from bench.prmbench import load_prmbench
 from worker.eval_sets import PROCESSBENCH_SUBSETS, ProcessBenchItem, load_processbench
 from worker.features import cache_for
 from worker.model import training_args_for
@@ -31,9 +33,9 @@ from worker.train import setup
 CORPORA = (*PROCESSBENCH_SUBSETS[:2], PRMBENCH, *PROCESSBENCH_SUBSETS[2:])
 
 
-def corpus(name: str, data: Path) -> list[ProcessBenchItem]:
+def corpus(name: str, data: Path, trajectories: int | None) -> list[ProcessBenchItem]:
     if name == PRMBENCH:
-        return load_prmbench(data)
+        return prmbench_corpus(data, trajectories)[0]
     return load_processbench(data, [name])
 
 
@@ -42,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpora", default=",".join(CORPORA), help=", ".join(CORPORA))
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--cache-dir", type=Path, help="default: <checkpoint_dir>/feature-cache")
+    parser.add_argument(
+        "--prmbench-trajectories",
+        type=int,
+        help="PRMBench as bench/active_learning.py --corpus prmbench --per-subset N reads it",
+    )
     options = parser.parse_args(argv)
     settings = get_settings()
     base = resolve_base_model("smollm2-135m", settings.model_dir)
@@ -51,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     assert cache is not None  # head mode
     started = time.perf_counter()
     for name in options.corpora.split(","):
-        items = [(i.problem, i.steps) for i in corpus(name, options.data)]
+        chosen = corpus(name, options.data, options.prmbench_trajectories)
+        items = [(i.problem, i.steps) for i in chosen]
 
         def report(
             done: int, throughput: Throughput, name: str = name, total: int = len(items)

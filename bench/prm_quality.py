@@ -174,6 +174,17 @@ def train_worker_model(
 
     notes = {
         "mode": args.mode,
+        **(
+            {
+                "readings": list(args.head_readings),
+                "members": args.head_members,
+                "hidden": args.head_hidden,
+                "class_balance": args.head_class_balance,
+                "weight_decay": args.weight_decay,
+            }
+            if args.mode == "head"
+            else {}
+        ),
         "optimizer_steps": stats.optimizer_steps,
         "epochs": stats.epochs,
         "stopped_at_deadline": stats.stopped,

@@ -561,7 +561,7 @@ def build_model(args: TrainingArgs) -> tuple[PRM, PreTrainedTokenizerBase]:
     else:
         model, tokenizer = load_local(args.base_model, args.seed, args.backbone_depth)
     if args.mode == "head":
-        model.readings = HEAD_READINGS
+        model.readings = readings_for(args)
         model.head = head_for(args, model.width)
         model.backbone.requires_grad_(False)
     elif args.mode == "lora":
