@@ -185,12 +185,10 @@ class PrmStatus:
 
     @property
     def gate_error(self) -> RunSummary | None:
-        """The newest run whose gate could not compare (its current checkpoint missing),
-        unless a run since promoted a model."""
-        for run in self.runs:
-            if run.gate and (run.gate.error or run.gate.promote):
-                return run if run.gate.error else None
-        return None
+        """The newest run that reached the gate, if its gate could not compare (the current
+        checkpoint missing); a later run that compared ends the alarm."""
+        judged = next((run for run in self.runs if run.gate), None)
+        return judged if judged and judged.gate and judged.gate.error else None
 
 
 def summarize(run: TrainingRun) -> RunSummary:

@@ -551,7 +551,7 @@ def test_a_missing_current_checkpoint_is_an_error_on_the_prm_page(
     assert "not compared" in row and "promoted" not in row
     run_page = admin.client.get(f"/admin/prm/runs/{later.id}").text
     assert f"Not compared: {error}" in run_page
-    # A run that promotes a model since ends the alarm.
+    # A run that compared since (the checkpoint back on disk) ends the alarm.
     with transaction(engine) as session:
-        stored_run(session)
+        stored_run(session, metrics=prm_run_metrics(auroc=0.6))
     assert 'id="gate-error"' not in admin.client.get("/admin/prm").text
