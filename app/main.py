@@ -11,7 +11,13 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from fastapi.responses import (
+    FileResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException
@@ -122,6 +128,15 @@ def openapi_json(request: Request) -> JSONResponse:
     return JSONResponse(request.app.openapi())
 
 
+icon = APIRouter()
+
+
+@icon.get("/favicon.ico", include_in_schema=False)
+def favicon() -> FileResponse:
+    """The site's icon, where browsers and tools ask for it whatever the page links."""
+    return FileResponse(STATIC_DIR / "favicon.svg", media_type="image/svg+xml")
+
+
 def create_app() -> FastAPI:
     settings = get_settings()
     # No /docs or /redoc (they load their scripts from a CDN); the schema is for admins.
@@ -162,6 +177,7 @@ def create_app() -> FastAPI:
     app.include_router(admin.pages)
     app.include_router(admin.api)
     app.include_router(openapi_schema)
+    app.include_router(icon)
     return app
 
 

@@ -13,6 +13,7 @@ from markupsafe import Markup, escape
 
 from app.answers import split_answer_section
 from app.auth import csrf_token
+from app.config import get_settings
 
 _ASY_BLOCK = re.compile(r"\[asy\](.*?)\[/asy\]", re.DOTALL)
 # CommonMark without raw HTML: admins' markdown cannot inject markup or scripts.
@@ -61,8 +62,9 @@ def counted(value: int | None, noun: str, plural: str | None = None) -> str:
 
 
 def decimal(value: float | None, digits: int = 3) -> str:
-    """A figure such as a kappa to ``digits`` decimals; "—" where it is undefined."""
-    return "—" if value is None else f"{value:.{digits}f}"
+    """A figure such as a kappa to ``digits`` decimals, thousands grouped as every other
+    number on the pages (``1,100.2``); "—" where it is undefined."""
+    return "—" if value is None else f"{value:,.{digits}f}"
 
 
 def percent(value: float | None) -> str:
@@ -86,6 +88,18 @@ def filesize(value: int | None) -> str:
     return f"{size:.{decimals}f} {unit}"
 
 
+_PATH_PART = re.compile(r"[^/_-]+[/_-]*|[/_-]+")
+
+
+def path_parts(text: str | None) -> Markup:
+    """A source path or id that a narrow column wraps between its parts (after ``/``, ``_``
+    and ``-``), never inside one; "—" where there is none."""
+    if not text:
+        return Markup("—")
+    parts = (Markup('<span class="part">{}</span>').format(p) for p in _PATH_PART.findall(text))
+    return Markup("<wbr>").join(parts)
+
+
 def markdown(text: str) -> Markup:
     """Admin-written markdown as safe HTML."""
     return Markup(_markdown.render(text))
@@ -106,6 +120,9 @@ def make_templates(directory: Path) -> Jinja2Templates:
     environment.filters["decimal"] = decimal
     environment.filters["percent"] = percent
     environment.filters["filesize"] = filesize
+    environment.filters["path_parts"] = path_parts
+    # How long a task taken from the queue stays with its labeler, admins included.
+    environment.globals["lease_minutes"] = lambda: get_settings().lease_minutes
     environment.globals["csrf_token"] = csrf_token
     return Jinja2Templates(env=environment)
 

@@ -1,6 +1,6 @@
 """The number filters pages use."""
 
-from app.templating import counted, decimal, filesize, number, percent
+from app.templating import counted, decimal, filesize, number, path_parts, percent
 
 
 def test_counted_makes_the_noun_agree_with_the_number() -> None:
@@ -26,3 +26,21 @@ def test_filesize_in_binary_units_to_three_figures() -> None:
         "515 MiB",
         "3.00 TiB",
     ]
+
+
+def test_decimals_group_thousands_as_counts_do() -> None:
+    # Throughput wrote one rate three ways (1122.7, 1100.2, 1,100.2): one way now.
+    assert (decimal(1122.66, 1), decimal(1100.2, 1), number(1100)) == (
+        "1,122.7",
+        "1,100.2",
+        "1,100",
+    )
+
+
+def test_a_path_wraps_between_its_parts() -> None:
+    assert str(path_parts("demo/number_theory/70288.json")) == (
+        '<span class="part">demo/</span><wbr><span class="part">number_</span><wbr>'
+        '<span class="part">theory/</span><wbr><span class="part">70288.json</span>'
+    )
+    assert str(path_parts("a<b")) == '<span class="part">a&lt;b</span>'
+    assert str(path_parts(None)) == "—"

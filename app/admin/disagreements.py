@@ -186,6 +186,8 @@ class StepRating(BaseModel):
     rating: int | None
     flagged: bool
     alternatives: list[RatedCompletion]
+    written: str | None = None
+    """The step the labeler wrote instead (phase 1's ``human_completion``)."""
 
 
 class LabelRatings(BaseModel):
@@ -257,6 +259,7 @@ def _label_ratings(label: Label, name: str, step_count: int) -> LabelRatings:
                 for c in step.completions
                 if c.completion_index > 0
             ],
+            written=(step.human_completion or {}).get("text"),
         )
     return LabelRatings(
         label_id=label.id,

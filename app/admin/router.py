@@ -39,6 +39,7 @@ from app.admin.agreement.views import (
 from app.admin.overview import Overview, overview
 from app.auth import CurrentAdmin, check_csrf, current_admin
 from app.config import get_settings
+from app.datasets.examples import EXAMPLE_LINES
 from app.datasets.export import ExportFilter
 from app.datasets.reading import describe
 from app.db import DbSession
@@ -563,6 +564,7 @@ def _imports_context(session: Session) -> dict[str, Any]:
     return {
         "section": "imports",
         "kinds": imports.IMPORT_KINDS,
+        "examples": EXAMPLE_LINES,
         "jobs": import_jobs.recent_jobs(session),
     }
 

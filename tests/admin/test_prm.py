@@ -360,7 +360,9 @@ def test_run_page_shows_the_gate_every_argument_and_the_evaluation(
         "unset",
         "no",
     )
-    assert "0.9120 → 0.6410 → 0.5230" in page  # loss per epoch
+    # Loss per epoch: the first and the last, and every one in the chart's table.
+    assert "0.9120 → 0.5230 in 3 epochs" in page
+    assert "<title id=" in page and "Loss per epoch</title>" in page
     assert "Labeled steps" in page and "812" in page
     assert "chosen on a separate calibration part" in page and "0.481" in page
     assert page.count('<th scope="row">gsm8k</th>') == 2  # this run, and the current one
