@@ -195,13 +195,8 @@ def load(options: argparse.Namespace) -> Data:
     whose problem is a ProcessBench test problem left out)."""
     notes: dict[str, Any] = {"corpus": options.corpus}
     if options.corpus == PRMBENCH:
-        everything = load_processbench(options.data)
-        tests = split(everything, TEST_SHARE, SPLIT_SEED).test
-        items, dropped = drop_problems(
-            load_prmbench(options.data), {normalized_problem(i.problem) for i in tests}
-        )
+        items, dropped = prmbench_corpus(options.data, options.per_subset)
         notes["trajectories_dropped_as_processbench_test_problems"] = dropped
-        items = fixed_groups(items, options.per_subset)
         parts = split(items, TEST_SHARE, SPLIT_SEED, problem_group)
         group = problem_group
     else:
@@ -218,6 +213,16 @@ def load(options: argparse.Namespace) -> Data:
         [problem_key(group(i)) for i in parts.train],
         notes,
     )
+
+
+def prmbench_corpus(data: Path, trajectories: int | None) -> tuple[list[ProcessBenchItem], int]:
+    """PRMBench without the trajectories whose problem is a ProcessBench test problem (and
+    how many those were), or a fixed sample of ``trajectories`` of the rest."""
+    tests = split(load_processbench(data), TEST_SHARE, SPLIT_SEED).test
+    items, dropped = drop_problems(
+        load_prmbench(data), {normalized_problem(i.problem) for i in tests}
+    )
+    return fixed_groups(items, trajectories), dropped
 
 
 def _problem_text(item: ProcessBenchItem) -> str:
@@ -317,8 +322,6 @@ class Learner:
         candidates = []
         for index, solution, probabilities in zip(unlabeled, features, members, strict=True):
             scored = solution_score(probabilities)
-            with torch.no_grad():
-                inputs = self.model.head.inputs(torch.from_numpy(solution))
             candidates.append(
                 Candidate(
                     solution_id=index,
@@ -326,7 +329,7 @@ class Learner:
                     score=scored.score,
                     answer_correct=data.pool[index].final_answer_correct,
                     uncertainty=uncertainty_of(np.array(scored.member_step_scores)),
-                    embedding=inputs.mean(dim=0).numpy() if len(inputs) else None,
+                    embedding=self.model.head.embedding(solution),
                 )
             )
         return candidates
