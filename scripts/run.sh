@@ -15,6 +15,11 @@ export STEPLABEL_QC_RATE="${STEPLABEL_QC_RATE:-0.2}"
 # The demo has two QC questions: a verdict after both, not after three answers.
 export STEPLABEL_QC_MIN_ANSWERS="${STEPLABEL_QC_MIN_ANSWERS:-2}"
 export STEPLABEL_WORKER_POLL_SECONDS="${STEPLABEL_WORKER_POLL_SECONDS:-10}"
+# The demo's generations are as its first: 2 solutions of each of its 48 problems. Its pool
+# (6 a problem) fills three such, where the defaults' (4 a problem, up to 400) would be
+# called low from the start, with nothing a demo admin could do about it.
+export STEPLABEL_SELECT_PER_PROBLEM="${STEPLABEL_SELECT_PER_PROBLEM:-2}"
+export STEPLABEL_GENERATION_MAX_SIZE="${STEPLABEL_GENERATION_MAX_SIZE:-96}"
 
 # Preparing the model first (with its progress) keeps the web app from waiting for it.
 # If it fails (no PyPI), the worker still starts and its runs say why they cannot train.

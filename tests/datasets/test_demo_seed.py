@@ -1,13 +1,17 @@
 """What ``steplabel seed-demo`` leaves for the two demo labelers: the head of the queue shared
 by both, and quality-control questions whose gold labels are the demo admin's."""
 
+import re
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, selectinload
 
 from app import prm800k
+from app.admin.prm import pool_status
+from app.config import Settings
 from app.datasets.demo import demo_problems, demo_slips
 from app.datasets.demo_seed import (
     ALTERNATIVE_TASKS,
@@ -34,6 +38,7 @@ from app.models import (
     GoldLabel,
     Label,
     LabelStep,
+    Problem,
     QueueState,
     Solution,
     TaskStyle,
@@ -125,6 +130,33 @@ def test_the_gold_labels_export_as_prm800k_writes_its_lines(session: Session) ->
     for record in records:
         assert isinstance(record["label"]["total_time"], int)
         expect_as_the_real_lines(record, phase1=False)
+
+
+def demo_settings() -> Settings:
+    """The settings ``make run`` serves the demo with: scripts/run.sh's defaults."""
+    script = (Path(__file__).parents[2] / "scripts" / "run.sh").read_text()
+    defaults = re.findall(r'export STEPLABEL_(\w+)="\$\{STEPLABEL_\1:-([^}]*)\}"', script)
+    assert defaults, "run.sh sets the demo's defaults"
+    return Settings(**{name.lower(): value for name, value in defaults})
+
+
+def test_the_demo_pool_fills_the_demos_generations(session: Session) -> None:
+    # The overview's "pool runs low" is a warning a demo admin could not act on. Graded as
+    # the worker's first run grades it: the demo writes a right answer as its ground truth.
+    seed(session)
+    unlabeled = select(Solution.id).where(Solution.queue_state == QueueState.NOT_QUEUED.value)
+    right = (
+        Solution.answer
+        == select(Problem.ground_truth_answer)
+        .where(Problem.id == Solution.problem_id)
+        .scalar_subquery()
+    )
+    session.execute(update(Solution).where(Solution.id.in_(unlabeled)).values(answer_correct=right))
+    settings = demo_settings()
+    pool = pool_status(session, settings)
+    assert not pool.low and not pool.wrong_answers_low, pool
+    assert pool.next_generation == settings.generation_max_size
+    assert pool.left >= 2 * pool.next_generation, "the pool fills more than the next one"
 
 
 def test_quality_control_moves_when_a_demo_labeler_answers(session: Session) -> None:
