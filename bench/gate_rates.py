@@ -76,21 +76,30 @@ def _mean(values: np.ndarray) -> Statistic:
     return lambda units: float(values[units].sum()) / len(units)
 
 
-def paired_scores(rng: np.random.Generator, units: int, shift: float) -> tuple[np.ndarray, ...]:
+def paired_scores(
+    rng: np.random.Generator, units: int, shift: float, correlation: float = CORRELATION
+) -> tuple[np.ndarray, ...]:
     """(current, new) per-problem scores, the new ones higher by ``shift`` on average."""
-    covariance = SPREAD**2 * np.array([[1.0, CORRELATION], [CORRELATION, 1.0]])
+    covariance = SPREAD**2 * np.array([[1.0, correlation], [correlation, 1.0]])
     current, new = rng.multivariate_normal([0.7, 0.7 + shift], covariance, size=units).T
     return current, new
 
 
-def rate(case: Case, *, trials: int, resamples: int = RESAMPLES, seed: int = 0) -> float:
+def rate(
+    case: Case,
+    *,
+    trials: int,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+    correlation: float = CORRELATION,
+) -> float:
     """The share of trials in which the gate does what the case wants."""
     rng = np.random.default_rng(seed)
     done = 0
     for trial in range(trials):
         comparisons = []
         for metric, shift in zip(METRICS, case.shifts, strict=False):
-            current, new = paired_scores(rng, case.units, shift)
+            current, new = paired_scores(rng, case.units, shift, correlation)
             comparisons.append(Comparison(metric, _mean(new), _mean(current), case.units))
         decision = gate(
             comparisons,
@@ -109,12 +118,24 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--resamples", type=int, default=RESAMPLES)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--correlation", type=float, default=CORRELATION, help="of a problem's two scores"
+    )
     args = parser.parse_args()
-    print(f"margin {MARGIN}, {args.trials} trials per case, {args.resamples} resamples")
+    print(
+        f"margin {MARGIN}, correlation {args.correlation}, {args.trials} trials per case, "
+        f"{args.resamples} resamples"
+    )
     print("| case | the gate should | it did |")
     print("|---|---|---:|")
     for case in cases():
-        done = rate(case, trials=args.trials, resamples=args.resamples, seed=args.seed)
+        done = rate(
+            case,
+            trials=args.trials,
+            resamples=args.resamples,
+            seed=args.seed,
+            correlation=args.correlation,
+        )
         print(f"| {case.name} | {case.wanted} | {done:.1%} |")
 
 
