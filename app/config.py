@@ -109,6 +109,14 @@ class Settings(BaseSettings):
     train_precision: Literal["auto", "fp32", "bf16"] = "auto"
     """``auto``: bf16 on a GPU that supports it and on a CPU with AMX, else fp32."""
     train_backbone_depth: float | None = Field(default=None, gt=0, le=1)
+    train_head_readings: str | None = None
+    """``head`` mode: the readings the head reads, comma-separated (worker/model.py
+    ``HEAD_READINGS``: end@1, end@0.75, end@0.5, mean@1, mean@0.75)."""
+    train_head_members: int | None = Field(default=None, ge=1)
+    """``head`` mode: the members of the head's ensemble; the uncertainty strategies that
+    read their disagreement need two or more."""
+    train_head_hidden: int | None = Field(default=None, ge=0)
+    """``head`` mode: 0 for linear members, else each member's hidden width."""
     train_held_out_fraction: float = Field(default=0.2, ge=0, lt=1)
     """Share of labeled problems never trained on, for the step AUROC and the gate."""
     train_seed: int = 0
@@ -143,11 +151,21 @@ class Settings(BaseSettings):
     eval_best_of_n_problems: int = Field(default=40, ge=0)
     """Problems of the best-of-N sample set evaluated (8 samples each); 0: all 100."""
 
-    select_strategy: Literal["convincing_wrong", "uniform", "random_wrong", "uncertain"] = (
-        "convincing_wrong"
-    )
-    """How a generation is chosen: the paper's convincing wrong answers (default), a uniform
-    pick, wrong answers at random, or the solutions whose first error the PRM is least sure of."""
+    select_strategy: Literal[
+        "convincing_wrong",
+        "uniform",
+        "random_wrong",
+        "uncertain",
+        "disagreement",
+        "ensemble",
+        "convincing_uncertain",
+        "diverse",
+    ] = "convincing_wrong"
+    """How a generation is chosen (worker/select.py says each; README, "Choosing what to
+    label", has their figures): the paper's convincing wrong answers, a uniform pick, the
+    paper's shape at random, or by the PRM's uncertainty (its first-error entropy, its head
+    members' disagreement, ActPRM's step uncertainty, the entropy weighed by the chance the
+    PRM is fooled, or ActPRM's spread over the feature space)."""
 
     select_per_problem: int = Field(default=4, ge=1)
     """Solutions queued per problem by each active-learning selection."""

@@ -28,7 +28,7 @@ from app.db import get_engine
 from app.models import RunStatus
 from app.schema import SchemaOutOfDate, check_current
 from worker import distributed
-from worker.cycle import RunOutcome, run_one
+from worker.cycle import RunOutcome, check_settings, run_one
 from worker.distributed import RankFailed, Ranks
 from worker.model import resolve_device, training_args_for, use_expandable_cuda_segments
 from worker.pretrained import PRETRAINED, PrepareError, is_prepared, prepare
@@ -56,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if argv[:1] == ["prepare"]:
         return _prepare(argv[1:], settings)
+    try:
+        check_settings(settings)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(prog="python -m worker", description=__doc__)
     parser.add_argument("mode", nargs="?", choices=["loop", "once"], default="loop")
     args = parser.parse_args(argv)

@@ -85,9 +85,27 @@ def training_args_from(settings: Settings) -> TrainingArgs:
         gradient_checkpointing=settings.train_gradient_checkpointing,
         bf16=precision,
         backbone_depth=settings.train_backbone_depth,
+        head_readings=_readings(settings.train_head_readings),
+        head_members=settings.train_head_members,
+        head_hidden=settings.train_head_hidden,
         held_out_fraction=settings.train_held_out_fraction,
         seed=settings.train_seed,
     )
+
+
+def check_settings(settings: Settings) -> None:
+    """Raise ValueError, saying what to change, where the settings cannot make a run."""
+    args = training_args_from(settings)
+    if settings.select_strategy == "disagreement" and args.head_members < 2:
+        raise ValueError(
+            "STEPLABEL_SELECT_STRATEGY=disagreement reads how the head's members disagree, "
+            f"and this head has {args.head_members}: set STEPLABEL_TRAIN_HEAD_MEMBERS to 2 or "
+            "more (head mode), or choose another strategy"
+        )
+
+
+def _readings(setting: str | None) -> tuple[str, ...] | None:
+    return None if setting is None else tuple(r.strip() for r in setting.split(",") if r.strip())
 
 
 def feature_cache(settings: Settings, model: PRM, args: TrainingArgs) -> FeatureCache | None:
@@ -363,10 +381,12 @@ class Cycle:
         model, tokenizer, args = scorer
         pool = self._pool()
         cache = feature_cache(self.settings, model, args) if self.ranks.world_size == 1 else None
+        # Only diverse reads where solutions sit in feature space.
+        embeddings = self.settings.select_strategy == "diverse"
         scores = self.ranks.map_sharded(
             pool,
             lambda share: score_solutions(
-                model, tokenizer, [(p.problem, p.steps) for p in share], args, cache
+                model, tokenizer, [(p.problem, p.steps) for p in share], args, cache, embeddings
             ),
         )
         return self._record_scores(pool, scores)
@@ -388,6 +408,7 @@ class Cycle:
                 s.score,
                 p.answer_correct,
                 uncertainty_of(np.array(s.member_step_scores)),
+                s.embedding,
             )
             for p, s in zip(pool, scores, strict=True)
         ]

@@ -113,6 +113,12 @@ class Pool:
     """The pool can no longer fill a full generation."""
     wrong_answers_low: bool
     """Too few wrong-answer candidates for the configured share (wrong-answer strategies)."""
+    strategy: str
+    """How the next generation is chosen (``select_strategy``)."""
+    per_selection: str
+    """How many it takes: "4 per problem" or "the top 50 of the pool"."""
+    control_share: float
+    """The share of it drawn uniformly from the pool (``select_control_share``)."""
 
 
 @dataclass(frozen=True)
@@ -311,6 +317,9 @@ def pool_status(session: Session, settings: Settings) -> Pool:
         wrong_answers_wanted=wanted,
         low=next_generation < full,
         wrong_answers_low=wrong_strategy and int(wrong) < wanted,
+        strategy=settings.select_strategy,
+        per_selection=f"the top {top_k} of the pool" if top_k else f"{k} per problem",
+        control_share=settings.select_control_share,
     )
 
 

@@ -20,7 +20,7 @@ from app.admin.prm import (
     run_charts,
 )
 from app.admin.run_metrics import Estimate, RunMetrics, read_metrics
-from app.config import Settings
+from app.config import Settings, get_settings
 from app.db import transaction
 from app.models import Generation, Problem, QueueState, RunStatus, Solution, TrainingRun
 from app.training import request_run, set_pinned
@@ -338,6 +338,11 @@ def test_prm_page_shows_figures_with_intervals(admin: Admin, engine: Engine) -> 
         assert f'href="/admin/prm/runs/{run}"' in page
     assert "Pace at" in page and "generation 3 is 40% labeled; the next is queued at 80%" in page
     assert "The pool runs low" in page
+    strategy = re.search(r'id="selection-strategy">(.*?)</p>', page, re.S)
+    assert strategy, "the page names how the next generation is chosen"
+    said = " ".join(re.sub(r"<[^>]+>", " ", strategy.group(1)).split())
+    assert f"chosen by {get_settings().select_strategy} ( STEPLABEL_SELECT_STRATEGY )" in said
+    assert "4 per problem" in said and "10% of them a control share" in said
     for title in ("Step AUROC per run", "ProcessBench mean F1 per run", "Best of N per run"):
         assert title in page
     assert 'class="interval series-0"' in page  # the charts' whiskers

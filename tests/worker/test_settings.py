@@ -1,0 +1,56 @@
+"""The worker's settings: what the head and the selection are told, and what is refused."""
+
+from typing import get_args
+
+import pytest
+
+from app.config import Settings
+from worker.cycle import check_settings, training_args_from
+from worker.select import STRATEGIES
+
+
+def test_every_selection_strategy_can_be_set() -> None:
+    assert get_args(Settings.model_fields["select_strategy"].annotation) == STRATEGIES
+
+
+def test_the_head_reads_what_the_settings_say() -> None:
+    settings = Settings(
+        prm_base_model="tiny",
+        train_mode="head",
+        train_head_readings="end@1, mean@0.75",
+        train_head_members=3,
+        train_head_hidden=16,
+    )
+
+    args = training_args_from(settings)
+
+    assert args.head_readings == ("end@1", "mean@0.75")
+    assert (args.head_members, args.head_hidden) == (3, 16)
+
+
+def test_a_reading_the_cache_does_not_hold_is_refused() -> None:
+    settings = Settings(prm_base_model="tiny", train_mode="head", train_head_readings="end@2")
+    with pytest.raises(ValueError, match="head_readings"):
+        check_settings(settings)
+
+
+def test_disagreement_needs_a_head_of_several_members(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lone = Settings(prm_base_model="tiny", train_mode="head", select_strategy="disagreement")
+    with pytest.raises(ValueError, match="STEPLABEL_TRAIN_HEAD_MEMBERS to 2 or more"):
+        check_settings(lone)
+    check_settings(lone.model_copy(update={"train_head_members": 2}))
+
+    from app.config import get_settings
+    from worker.__main__ import main
+
+    monkeypatch.setenv("STEPLABEL_PRM_BASE_MODEL", "tiny")
+    monkeypatch.setenv("STEPLABEL_TRAIN_MODE", "head")
+    monkeypatch.setenv("STEPLABEL_SELECT_STRATEGY", "disagreement")
+    get_settings.cache_clear()
+    try:
+        assert main(["once"]) == 2
+    finally:
+        get_settings.cache_clear()
+    assert "STEPLABEL_TRAIN_HEAD_MEMBERS" in capsys.readouterr().err
