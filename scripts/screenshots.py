@@ -3,16 +3,19 @@
 
     .venv/bin/python scripts/screenshots.py [--out docs/screenshots]
 
-It migrates and seeds the demo (``steplabel seed-demo``), serves it with uvicorn, has both
-demo labelers label the shared head of the queue through the labeling API (a few tasks
-given up on or reported as bad problems, with notes), and saves each page as a PNG with a
-palette, which keeps the committed files small. Needs Chromium at /usr/bin/chromium.
+It migrates and seeds the demo (``steplabel seed-demo``), serves it with uvicorn and
+``make run``'s demo settings (scripts/run.sh), has both demo labelers label the shared head
+of the queue through the labeling API (a few tasks given up on or reported as bad problems,
+with notes), runs the PRM worker once on their labels with the tiny test model (a run's
+page, in a minute or two), and saves each page as a PNG with a palette, which keeps the
+committed files small. Needs Chromium at /usr/bin/chromium.
 """
 
 import argparse
 import io
 import os
 import random
+import re
 import secrets
 import socket
 import subprocess
@@ -52,6 +55,10 @@ class Shot:
     path: str
     keys: str = ""
     """Keys pressed on the page before the picture."""
+    follow: str = ""
+    """Where the first link that matches this CSS selector on ``path`` leads, instead."""
+    scroll: str = ""
+    """The part of the page (a CSS selector) scrolled to the top of the picture."""
 
 
 SHOTS = (
@@ -59,9 +66,22 @@ SHOTS = (
     Shot("my-work", "alice", "/me"),
     Shot("admin-overview", "admin", "/admin"),
     Shot("admin-agreement", "admin", "/admin/agreement"),
+    Shot(
+        "admin-disagreement",
+        "admin",
+        "/admin/agreement/items",
+        follow="#item-table a[href^='/admin/agreement/items/']",
+    ),
     Shot("admin-notes", "admin", "/admin/notes"),
     Shot("admin-throughput", "admin", "/admin/throughput"),
     Shot("admin-qc", "admin", "/admin/qc"),
+    Shot(
+        "admin-prm-run",
+        "admin",
+        "/admin/prm",
+        follow=".runs a[href^='/admin/prm/runs/']",
+        scroll="#training-stats",
+    ),
 )
 PHASE1_SHOT = Shot("labeling-phase1", "alice", "/label/next", keys="3333")
 """Taken while alice labels, at her first phase-1 task: its candidates, the first rated."""
@@ -81,6 +101,7 @@ def main() -> None:
         for labeler in ("alice", "bob"):
             with logged_in(browser, url, labeler, passwords[labeler], "desktop") as page:
                 label_tasks(page, random.Random(labeler), out if labeler == "alice" else None)
+        train_once(Path(workdir))
         for shot in SHOTS:
             for size in WIDTHS:
                 with logged_in(browser, url, shot.user, passwords[shot.user], size) as page:
@@ -88,16 +109,33 @@ def main() -> None:
         browser.close()
 
 
+def demo_settings() -> dict[str, str]:
+    """The settings ``make run`` gives the demo: scripts/run.sh's defaults."""
+    script = (ROOT / "scripts" / "run.sh").read_text()
+    return dict(re.findall(r'export (STEPLABEL_\w+)="\$\{\1:-([^}]*)\}"', script))
+
+
+def demo_environment(workdir: Path) -> dict[str, str]:
+    """The environment of the demo's processes: its settings, its database in ``workdir``."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("STEPLABEL_")}
+    return (
+        env
+        | demo_settings()
+        | {
+            "STEPLABEL_DATABASE_URL": f"sqlite:///{workdir / 'demo.db'}",
+            "PYTHONPATH": str(ROOT),
+        }
+    )
+
+
 @contextmanager
 def demo_server(workdir: Path) -> Iterator[tuple[str, dict[str, str]]]:
     """The seeded demo served on a free port: its URL and the demo users' passwords."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("STEPLABEL_")}
+    env = demo_environment(workdir)
     env |= {
-        "STEPLABEL_DATABASE_URL": f"sqlite:///{workdir / 'demo.db'}",
         "STEPLABEL_SECRET_KEY": secrets.token_urlsafe(48),
         # No quality-control questions among the tasks: both labelers get the shared head.
         "STEPLABEL_QC_RATE": "0",
-        "PYTHONPATH": str(ROOT),
     }
     credentials = workdir / "credentials.txt"
     for command in (["migrate"], ["seed-demo", "--credentials", str(credentials)]):
@@ -121,6 +159,19 @@ def demo_server(workdir: Path) -> Iterator[tuple[str, dict[str, str]]]:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def train_once(workdir: Path) -> None:
+    """One run of the PRM worker on the labels so far: the tiny test model (no download),
+    trained for a few epochs even on these few labels, its checkpoint in ``workdir``."""
+    env = demo_environment(workdir) | {
+        "STEPLABEL_PRM_BASE_MODEL": "tiny",
+        "STEPLABEL_TRAIN_MIN_LABELS": "10",
+        "STEPLABEL_TRAIN_EPOCHS": "8",
+        "STEPLABEL_CHECKPOINT_DIR": str(workdir / "checkpoints"),
+    }
+    command = [str(BIN / "python"), "-m", "worker", "once"]
+    subprocess.run(command, env=env, cwd=workdir, check=True, capture_output=True)
 
 
 def free_port() -> int:
@@ -222,7 +273,11 @@ def submission(page: Page, number: int, rng: random.Random) -> dict[str, object]
 def save(page: Page, shot: Shot, target: Path) -> None:
     """The page's viewport as a palette PNG, once KaTeX and htmx have settled."""
     page.goto(shot.path)
+    if shot.follow:
+        page.goto(str(page.locator(shot.follow).first.get_attribute("href")))
     page.wait_for_load_state("networkidle")
+    if shot.scroll:
+        page.locator(shot.scroll).first.evaluate("part => part.scrollIntoView()")
     for key in shot.keys:
         page.keyboard.press(key)
     picture = Image.open(io.BytesIO(page.screenshot())).convert("RGB")
