@@ -137,6 +137,10 @@ MODEL_SEED = 0
 DEFAULT_SUBSETS = ("gsm8k", "math")
 """The subsets whose SmolLM2 features bench/prm_quality.py caches (see the docstring)."""
 DEFAULT_PLOT = Path("test-artifacts") / "active_learning.svg"
+LEARNER_HEAD = "all-x5"
+"""The learner's head: the worker's default reads the same features with five MLP members,
+which retrain 560 times in a 10-seed run in hours on 2 cores; five linear members, in under
+one (BENCHMARKS.md, issue 24). An ensemble either way, for the uncertainty strategies."""
 
 
 # The labels a simulated labeler reveals
@@ -983,7 +987,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--head",
         choices=sorted(HEADS),
-        help="a head of bench/prm_quality.py instead of the worker's default",
+        default=LEARNER_HEAD,
+        help="a head of bench/prm_quality.py (default: five linear members on every reading)",
     )
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--seeds", type=int, default=10, help="seeds 0 .. N-1")
