@@ -61,7 +61,8 @@ def split_units(indices: np.ndarray, strata: Sequence[int] | None) -> list[np.nd
     return [indices[labels == label] for label in np.unique(labels)]
 
 
-def _interval(values: list[float]) -> tuple[float, float]:
+def percentile_interval(values: list[float]) -> tuple[float, float]:
+    """The central ``LEVEL`` share of bootstrap draws: their 2.5th and 97.5th percentiles."""
     tail = (1 - LEVEL) / 2 * 100
     low, high = np.percentile(np.array(values), [tail, 100 - tail])
     return float(low), float(high)
@@ -86,7 +87,7 @@ def bootstrap(
         return None
     draws = [statistic(i) for i in resample(split_units(everything, strata), resamples, seed)]
     defined = [d for d in draws if d is not None]
-    low, high = _interval(defined) if defined else (value, value)
+    low, high = percentile_interval(defined) if defined else (value, value)
     return Estimate(value, low, high, units)
 
 

@@ -87,6 +87,7 @@ from transformers import PreTrainedTokenizerBase
 
 from app.config import get_settings
 from app.content_keys import normalized_problem
+from app.estimates import RESAMPLES, Statistic, percentile_interval, split_units
 from app.models import FinishReason
 from app.prm800k import completion_dict, dumps, parse_line, question_dict, record_dict, step_dict
 from bench.prm_quality import HEADS, SHARED_DATA, Split, examples, split
@@ -102,7 +103,6 @@ from worker.eval_sets import (
     load_processbench,
     unit_hash,
 )
-from worker.evaluate import LEVEL, RESAMPLES, Statistic
 from worker.features import FeatureCache, cache_for
 from worker.model import PRM, TrainingArgs, training_args_for
 from worker.pretrained import resolve_base_model
@@ -596,9 +596,7 @@ def joint_draws(snapshots: Sequence[Snapshot], figure: str) -> list[Draw]:
     (a fixed generator) for every strategy and budget: every model is judged alike."""
     seeds = len(snapshots)
     units, strata = snapshots[0].units(figure)
-    everything = np.arange(units)
-    labels = np.zeros(units, dtype=int) if strata is None else np.asarray(strata)
-    groups = [everything[labels == label] for label in np.unique(labels)]
+    groups = split_units(np.arange(units), strata)
     rng = np.random.default_rng(0)
     return [
         (
@@ -617,12 +615,9 @@ def mean_over(
     return float(np.mean(present)) if len(present) == len(values) else None
 
 
-def _interval(values: list[float], point: float) -> tuple[float, float]:
-    if not values:
-        return point, point
-    tail = (1 - LEVEL) / 2 * 100
-    low, high = np.percentile(np.array(values), [tail, 100 - tail])
-    return float(low), float(high)
+def _interval(draws: list[float | None], point: float) -> tuple[float, float]:
+    defined = [d for d in draws if d is not None]
+    return percentile_interval(defined) if defined else (point, point)
 
 
 def _statistics(snapshots: Sequence[Snapshot], figure: str) -> list[Statistic] | None:
@@ -643,7 +638,7 @@ def estimate(snapshots: Sequence[Snapshot], figure: str) -> dict[str, Any]:
     if value is None:
         return {"status": "not enough data"}
     draws = [mean_over(statistics, s, u) for s, u in joint_draws(snapshots, figure)]
-    low, high = _interval([d for d in draws if d is not None], value)
+    low, high = _interval(draws, value)
     per_seed = [s(everything) for s in statistics]
     present = [v for v in per_seed if v is not None]
     return {
@@ -701,7 +696,7 @@ def efficiency(
     if point is None:
         return {"status": "not enough data"}
     draws = [ratio(seeds, units) for seeds, units in joint_draws(chosen, figure)]
-    low, high = _interval([d for d in draws if d is not None], point)
+    low, high = _interval(draws, point)
     curve = [mean_over(c, all_seeds, everything) or 0.0 for c in known]
     per_seed = [ratio(np.array([k]), everything) or 0.0 for k in range(len(chosen))]
     return {

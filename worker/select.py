@@ -36,7 +36,7 @@ import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -50,16 +50,7 @@ Strategy = Literal[
     "convincing_uncertain",
     "diverse",
 ]
-STRATEGIES: tuple[Strategy, ...] = (
-    "convincing_wrong",
-    "uniform",
-    "random_wrong",
-    "uncertain",
-    "disagreement",
-    "ensemble",
-    "convincing_uncertain",
-    "diverse",
-)
+STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 
 
 @dataclass(frozen=True)
