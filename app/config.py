@@ -160,7 +160,7 @@ class Settings(BaseSettings):
         "ensemble",
         "convincing_uncertain",
         "diverse",
-    ] = "convincing_wrong"
+    ] = "random_wrong"
     """How a generation is chosen (worker/select.py says each; README, "Choosing what to
     label", has their figures): the paper's convincing wrong answers, a uniform pick, the
     paper's shape at random, or by the PRM's uncertainty (its first-error entropy, its head
