@@ -92,7 +92,7 @@ from app.models import FinishReason
 from app.prm800k import completion_dict, dumps, parse_line, question_dict, record_dict, step_dict
 from bench.prm_quality import HEADS, SHARED_DATA, Split, examples, split
 from bench.prmbench import SUBSET as PRMBENCH
-from bench.prmbench import drop_problems, load_prmbench, problem_group
+from bench.prmbench import prmbench_without, problem_group
 from worker import evaluate
 from worker.assess import step_set
 from worker.data import examples_from_record, problem_key
@@ -101,7 +101,6 @@ from worker.eval_sets import (
     ProcessBenchItem,
     fixed_sample,
     load_processbench,
-    unit_hash,
 )
 from worker.features import FeatureCache, cache_for
 from worker.model import PRM, TrainingArgs, training_args_for
@@ -223,23 +222,11 @@ def prmbench_corpus(data: Path, trajectories: int | None) -> tuple[list[ProcessB
     """PRMBench without the trajectories whose problem is a ProcessBench test problem (and
     how many those were), or a fixed sample of ``trajectories`` of the rest."""
     tests = split(load_processbench(data), TEST_SHARE, SPLIT_SEED).test
-    items, dropped = drop_problems(
-        load_prmbench(data), {normalized_problem(i.problem) for i in tests}
-    )
-    return fixed_groups(items, trajectories), dropped
+    return prmbench_without(data, {normalized_problem(i.problem) for i in tests}, trajectories)
 
 
 def _problem_text(item: ProcessBenchItem) -> str:
     return item.problem
-
-
-def fixed_groups(items: list[ProcessBenchItem], count: int | None) -> list[ProcessBenchItem]:
-    """The items of a fixed sample of ``count`` trajectories (all with None)."""
-    if count is None:
-        return items
-    groups = sorted({problem_group(i) for i in items}, key=lambda g: unit_hash(SPLIT_SEED, g))
-    kept = set(groups[:count])
-    return [i for i in items if problem_group(i) in kept]
 
 
 # The PRM, through the worker's code

@@ -49,7 +49,7 @@ from transformers import PreTrainedTokenizerBase
 
 from app.config import get_settings
 from app.content_keys import normalized_problem
-from bench.prmbench import drop_problems, load_prmbench
+from bench.prmbench import prmbench_without
 from worker import evaluate
 from worker.assess import by_subset, first_errors, step_set
 from worker.eval_sets import (
@@ -323,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         help="also train on PRMBench's problems that are no ProcessBench calibration or "
         "test problem (bench/prmbench.py)",
     )
+    parser.add_argument(
+        "--prmbench-trajectories", type=int, help="with --extra-train: a fixed sample of them"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument(
         "--fresh-features",
@@ -358,10 +361,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def with_prmbench(data: Split, options: argparse.Namespace) -> Split:
     """The split with PRMBench's solutions added to training, every trajectory whose problem
-    is a ProcessBench calibration or test problem (of any subset) left out."""
+    is a ProcessBench calibration or test problem (of any subset) left out (a fixed sample of
+    ``--prmbench-trajectories`` of the rest)."""
     everything = split(load_processbench(options.data), options.test_share, options.seed)
     judged = {normalized_problem(i.problem) for i in everything.calibration + everything.test}
-    extra, dropped = drop_problems(load_prmbench(options.data), judged)
+    extra, dropped = prmbench_without(options.data, judged, options.prmbench_trajectories)
     print(
         f"PRMBench: {len(extra)} solutions added to training; {dropped} trajectories left "
         "out (their problem is a ProcessBench calibration or test problem)",

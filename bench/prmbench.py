@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.content_keys import normalized_problem
-from worker.eval_sets import ProcessBenchItem
+from worker.eval_sets import ProcessBenchItem, unit_hash
 
 PRMBENCH_FILE = "prmbench_prm800k_test_p1p2_classified.jsonl"
 SUBSET = "prmbench"
@@ -90,6 +90,28 @@ def load_prmbench(directory: Path) -> list[ProcessBenchItem]:
 def problem_group(item: ProcessBenchItem) -> str:
     """The trajectory a PRMBench item belongs to (its problem, for splits and quotas)."""
     return item.id.split(":")[0]
+
+
+def sample_trajectories(
+    items: Sequence[ProcessBenchItem], count: int | None
+) -> list[ProcessBenchItem]:
+    """The items of a fixed sample of ``count`` trajectories (all with None), by a hash of
+    their ids that no split shares: a sample by the split's own hash would take the
+    trajectories of one side only."""
+    if count is None:
+        return list(items)
+    groups = sorted({problem_group(i) for i in items}, key=lambda g: unit_hash(0, f"sample:{g}"))
+    kept = set(groups[:count])
+    return [i for i in items if problem_group(i) in kept]
+
+
+def prmbench_without(
+    data: Path, problems: set[str], trajectories: int | None
+) -> tuple[list[ProcessBenchItem], int]:
+    """PRMBench without the trajectories on ``problems`` (normalized texts), and how many
+    those were; a fixed sample of ``trajectories`` of the rest."""
+    items, dropped = drop_problems(load_prmbench(data), problems)
+    return sample_trajectories(items, trajectories), dropped
 
 
 def drop_problems(

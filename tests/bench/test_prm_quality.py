@@ -66,7 +66,9 @@ def test_judging_on_calibration_never_reads_a_test_problem(shared_data: Path) ->
 def test_prmbench_training_leaves_out_every_judged_problem(
     shared_data: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    options = argparse.Namespace(data=shared_data, test_share=0.5, seed=0)
+    options = argparse.Namespace(
+        data=shared_data, test_share=0.5, seed=0, prmbench_trajectories=None
+    )
     data = split(load_processbench(shared_data, ["math"]), 0.5, 0)
 
     wider = with_prmbench(data, options)

@@ -4,10 +4,12 @@ from collections import Counter
 from pathlib import Path
 
 from app.content_keys import normalized_problem
+from bench.prm_quality import split
 from bench.prmbench import (
     drop_problems,
     load_prmbench,
     problem_group,
+    sample_trajectories,
     states_answer,
     without_numbers,
 )
@@ -53,3 +55,16 @@ def test_a_dropped_problem_takes_its_whole_trajectory(shared_data: Path) -> None
     assert dropped == len(sharing) >= 1
     assert not sharing & {problem_group(i) for i in kept}
     assert len(kept) == len(items) - sum(problem_group(i) in sharing for i in items)
+
+
+def test_a_sample_of_trajectories_falls_on_both_sides_of_the_split(shared_data: Path) -> None:
+    items = load_prmbench(shared_data)
+
+    sample = sample_trajectories(items, 40)
+
+    trajectories = {problem_group(i) for i in sample}
+    assert len(trajectories) == 40
+    assert sample == [i for i in items if problem_group(i) in trajectories]
+    test = split(sample, 0.5, 0, problem_group).test
+    assert 10 < len({problem_group(i) for i in test}) < 30  # a sample by the split's own
+    # hash would put all 40 on one side
