@@ -78,10 +78,13 @@ CALIBRATION_SHARE = 0.2
 """Share of the training problems kept for choosing the threshold (not trained on)."""
 MODELS = ("constant", "tiny", "smollm2-135m", "smollm2-135m-lora")
 DEFAULT_MODELS = ("constant", "tiny", "smollm2-135m")
-ALL_READINGS = {"head_readings": HEAD_READINGS}
+LINEAR: dict[str, Any] = {"head_hidden": 0, "head_members": 1, "head_class_balance": False}
+"""Every head field a preset does not name: whatever the worker's default head becomes, a
+preset stays the head it was measured as."""
+ALL_READINGS = LINEAR | {"head_readings": HEAD_READINGS}
 HEADS: dict[str, dict[str, Any]] = {
-    "last": {"head_readings": LAST_LAYER},
-    "ends": {"head_readings": ("end@1", "end@0.75", "end@0.5")},
+    "last": LINEAR | {"head_readings": LAST_LAYER},
+    "ends": LINEAR | {"head_readings": ("end@1", "end@0.75", "end@0.5")},
     "all": ALL_READINGS,
     "all-l2x10": ALL_READINGS | {"weight_decay": 1.0},
     "all-balanced": ALL_READINGS | {"head_class_balance": True},

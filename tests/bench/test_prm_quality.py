@@ -9,8 +9,17 @@ import numpy as np
 import pytest
 
 from app.content_keys import normalized_problem
-from bench.prm_quality import figures, main, restrict, split, train_constant, with_prmbench
+from bench.prm_quality import (
+    HEADS,
+    figures,
+    main,
+    restrict,
+    split,
+    train_constant,
+    with_prmbench,
+)
 from worker.eval_sets import ProcessBenchItem, fixed_sample, load_processbench
+from worker.model import training_args_for
 
 
 def test_training_on_more_subsets_leaves_the_judged_problems_alone(shared_data: Path) -> None:
@@ -81,3 +90,15 @@ def test_prmbench_training_leaves_out_every_judged_problem(
     assert wider.calibration == data.calibration and wider.test == data.test
     dropped = int(capsys.readouterr().out.split("; ")[1].split()[0])
     assert 0 < dropped < 357
+
+
+def test_a_head_preset_names_every_head_field() -> None:
+    """A preset is the head it was measured as, whatever the worker's default becomes."""
+    fields = {"head_readings", "head_hidden", "head_members", "head_class_balance"}
+    for name, preset in HEADS.items():
+        assert fields <= set(preset), name
+        args = training_args_for("tiny", mode="head", **preset)
+        assert {f: getattr(args, f) for f in fields} == {
+            f: tuple(v) if f == "head_readings" else v for f, v in preset.items() if f in fields
+        }
+    assert HEADS["all-x5"]["head_hidden"] == 0
