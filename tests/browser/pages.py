@@ -5,9 +5,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Browser, Locator, Page, expect
 
-from tests.browser.live import Labeler
+from tests.browser.conftest import TIMEOUT_MS
+from tests.browser.live import Labeler, LiveApp
 from tests.factories import PASSWORD
 
 
@@ -19,6 +20,34 @@ def log_in(page: Page, labeler: Labeler) -> None:
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
     expect(page).to_have_url(re.compile(r"/label/next$"))
+
+
+@contextmanager
+def logged_in(
+    browser: Browser,
+    live_app: LiveApp,
+    name: str,
+    size: tuple[int, int],
+    *,
+    password: str = PASSWORD,
+    start: str = "/login",
+) -> Iterator[Page]:
+    """A fresh browser context of ``size`` (width, height) in which ``name`` has logged in
+    through the form, reached at ``start``; the page is where the login led."""
+    context = browser.new_context(
+        base_url=live_app.url, viewport={"width": size[0], "height": size[1]}
+    )
+    context.set_default_timeout(TIMEOUT_MS)
+    try:
+        page = context.new_page()
+        page.goto(start)
+        page.get_by_label("Name").fill(name)
+        page.get_by_label("Password").fill(password)
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_url(lambda address: "/login" not in address)
+        yield page
+    finally:
+        context.close()
 
 
 def task_section(page: Page) -> Locator:

@@ -11,7 +11,6 @@ the worker's runs (one skipped, one trained for 30 epochs, one failed) and two i
 import json
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,8 +32,8 @@ from app.models import (
     TrainingRun,
     User,
 )
-from tests.browser.conftest import TIMEOUT_MS
 from tests.browser.live import ROOT, LiveApp
+from tests.browser.pages import logged_in
 from tests.factories import make_label, prm_run_metrics
 
 SIZES = {"1280x900": (1280, 900), "390x844": (390, 844)}
@@ -68,7 +67,9 @@ def project(browser: Browser, live_app: LiveApp) -> Project:
         session.commit()
     passwords = {name: password for name, _, password in report.passwords}
     for name in ("alice", "bob"):
-        with logged_in(browser, live_app, name, passwords[name], SIZES["1280x900"]) as page:
+        with logged_in(
+            browser, live_app, name, SIZES["1280x900"], password=passwords[name]
+        ) as page:
             for number in range(TASKS_PER_LABELER):
                 label_next_task(
                     page, careful=name == "alice", give_up=name == "bob" and number == 5
@@ -109,26 +110,6 @@ class Browsing:
 
     page: Page
     failed: list[str]
-
-
-@contextmanager
-def logged_in(
-    browser: Browser, live_app: LiveApp, name: str, password: str, size: tuple[int, int]
-) -> Iterator[Page]:
-    context = browser.new_context(
-        base_url=live_app.url, viewport={"width": size[0], "height": size[1]}
-    )
-    context.set_default_timeout(TIMEOUT_MS)
-    try:
-        page = context.new_page()
-        page.goto("/login")
-        page.get_by_label("Name").fill(name)
-        page.get_by_label("Password").fill(password)
-        page.get_by_role("button", name="Log in").click()
-        page.wait_for_url(lambda address: "/login" not in address)
-        yield page
-    finally:
-        context.close()
 
 
 def label_next_task(page: Page, *, careful: bool, give_up: bool) -> None:
@@ -329,8 +310,8 @@ def test_no_page_is_wider_than_the_window(
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     wide: dict[str, dict[str, Any]] = {}
     with (
-        logged_in(browser, live_app, "admin", project.passwords["admin"], size) as admin,
-        logged_in(browser, live_app, "alice", project.passwords["alice"], size) as alice,
+        logged_in(browser, live_app, "admin", size, password=project.passwords["admin"]) as admin,
+        logged_in(browser, live_app, "alice", size, password=project.passwords["alice"]) as alice,
     ):
         failed = failed_loads(admin) + failed_loads(alice)
         pages = html_pages(admin, project)
@@ -358,7 +339,9 @@ def admin(
     browser: Browser, live_app: LiveApp, project: Project, request: pytest.FixtureRequest
 ) -> Iterator[Page]:
     """The demo admin, logged in, at each size."""
-    with logged_in(browser, live_app, "admin", project.passwords["admin"], request.param) as page:
+    with logged_in(
+        browser, live_app, "admin", request.param, password=project.passwords["admin"]
+    ) as page:
         yield page
 
 
@@ -495,7 +478,7 @@ def test_an_admin_is_told_that_labeling_takes_a_task(
     notice = admin.locator(".lease-notice")
     expect(notice).to_contain_text("You hold this task for 30 minutes")
     with logged_in(
-        browser, live_app, "alice", project.passwords["alice"], SIZES["390x844"]
+        browser, live_app, "alice", SIZES["390x844"], password=project.passwords["alice"]
     ) as alice:
         alice.goto("/label/next")
         expect(alice.locator("#task")).to_be_visible()

@@ -21,10 +21,17 @@ from sqlalchemy.orm import Session
 from app import prm800k
 from app.datasets.export import ExportFilter, write_export
 from app.models import Label, Role, Solution, TaskStyle
-from tests.browser.conftest import TIMEOUT_MS
 from tests.browser.live import ROOT, Labeler, LiveApp, SolutionSpec, queue
-from tests.browser.pages import log_in, press, status, step, task_section, task_swap
-from tests.factories import PASSWORD, make_user
+from tests.browser.pages import (
+    log_in,
+    logged_in,
+    press,
+    status,
+    step,
+    task_section,
+    task_swap,
+)
+from tests.factories import make_user
 from tests.prm800k_shapes import expect_as_the_real_lines
 
 SIZES = {"1280x900": (1280, 900), "390x844": (390, 844)}
@@ -143,16 +150,7 @@ def expect_progress_to_file_phase1_under_none(
     with Session(live_app.engine) as session:
         make_user(session, name, role=Role.ADMIN)
         session.commit()
-    context = browser.new_context(
-        base_url=live_app.url, viewport={"width": size[0], "height": size[1]}
-    )
-    context.set_default_timeout(TIMEOUT_MS)
-    try:
-        admin = context.new_page()
-        admin.goto("/admin/progress")
-        admin.get_by_label("Name").fill(name)
-        admin.get_by_label("Password").fill(PASSWORD)
-        admin.get_by_role("button", name="Log in").click()
+    with logged_in(browser, live_app, name, size, start="/admin/progress") as admin:
         expect(admin).to_have_url(re.compile(r"/admin/progress$"))
         counts = phase_label_counts(live_app)
         rows = admin.locator(".progress-table tbody tr")
@@ -166,5 +164,3 @@ def expect_progress_to_file_phase1_under_none(
             str(counts[TaskStyle.PHASE2.value])
         )
         admin.screenshot(path=ARTIFACTS / f"progress-phase1-{size[0]}.png", full_page=True)
-    finally:
-        context.close()

@@ -189,6 +189,10 @@ def test_once_trains_selects_and_queues_a_generation(
         selection = metrics["selection"]
         assert metrics["pace"]["due"], metrics["pace"]
         assert selection["control"] == control, selection
+        # No strategy set: the worker selects by the settings' default, the one
+        # BENCHMARKS.md's pre-registered rule chose (#24).
+        default = Settings.model_fields["select_strategy"].default
+        assert selection["strategy"] == default == "random_wrong"
         assert 2 * DEMO_PROBLEMS <= selection["queued"] <= 2 * DEMO_PROBLEMS + control
         assert selection["taken_meanwhile"] == 0
         assert run.labels_used == metrics["labels_trained"] < metrics["labels"]
