@@ -768,6 +768,43 @@ def show_ratio(ratio: dict[str, Any] | None) -> str:
     return f"{value} [{low}, {high}] (seeds {min(seeds):.2f}-{max(seeds):.2f})"
 
 
+PRIMARY_BUDGETS = (200, 400)
+"""Where issue 24's primary figure reads the ratios, fixed before any run (BENCHMARKS.md)."""
+PRIMARY_FIGURES = ("f1", "auroc")
+
+
+def primary_figure(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per strategy other than uniform, its ratios (uniform's labels per label) for F1 and
+    step AUROC at each primary budget, and their geometric mean (None where a ratio is
+    missing), highest first: the number the rule written before the runs reads."""
+    strategies = dict.fromkeys(r["strategy"] for r in rows if r["strategy"] != "uniform")
+    strategies.pop("seed set (all)", None)
+    strategies.pop("uniform, the whole pool", None)
+    figures = []
+    for strategy in strategies:
+        at = {r["labels"]: r for r in rows if r["strategy"] == strategy}
+        ratios = {
+            f"{figure}@{budget}": at[budget]["ratio"].get(figure)
+            for budget in PRIMARY_BUDGETS
+            if budget in at
+            for figure in PRIMARY_FIGURES
+        }
+        values = [r["value"] for r in ratios.values() if r and r["status"] == "ok"]
+        whole = len(values) == len(PRIMARY_BUDGETS) * len(PRIMARY_FIGURES)
+        mean = math.exp(sum(map(math.log, values)) / len(values)) if whole else None
+        figures.append({"strategy": strategy, "ratios": ratios, "geometric_mean": mean})
+    # None (a ratio missing) sorts last: every ratio is above 0.
+    return sorted(figures, key=lambda f: f["geometric_mean"] or 0.0, reverse=True)
+
+
+def rule_pick(primary: list[dict[str, Any]]) -> str:
+    """The rule of BENCHMARKS.md: the strategy with the highest geometric mean, provided it
+    is above 1; otherwise uniform."""
+    means = [f for f in primary if f["geometric_mean"] is not None]
+    best = max(means, key=lambda f: f["geometric_mean"], default=None)
+    return best["strategy"] if best and best["geometric_mean"] > 1 else "uniform"
+
+
 def print_table(result: dict[str, Any], out: TextIO = sys.stdout) -> None:
     setup = result["setup"]
     print(
@@ -791,6 +828,7 @@ def print_table(result: dict[str, Any], out: TextIO = sys.stdout) -> None:
             file=out,
         )
     print(file=out)
+    print_primary(result["primary"], setup["judged_on"] == "calibration", out)
     print("| strategy | rounds | select + train + score, s (all seeds) | per round, s |", file=out)
     print("|---|---|---|---|", file=out)
     for name, compute in result["compute"].items():
@@ -799,6 +837,32 @@ def print_table(result: dict[str, Any], out: TextIO = sys.stdout) -> None:
             f"| {compute['seconds'] / max(1, compute['rounds']):.2f} |",
             file=out,
         )
+
+
+def print_primary(primary: list[dict[str, Any]], choosing: bool, out: TextIO) -> None:
+    """The primary figure's table, where the run has its budgets, and, on calibration
+    problems (``choosing``), the rule's pick; a run judged on test problems confirms and
+    never chooses."""
+    if not any(f["geometric_mean"] is not None for f in primary):
+        return
+    columns = [f"{f}@{b}" for b in PRIMARY_BUDGETS for f in PRIMARY_FIGURES]
+    print(f"| strategy | {' | '.join(columns)} | geometric mean |", file=out)
+    print("|---" * (len(columns) + 2) + "|", file=out)
+    for figure in primary:
+        cells = [_primary_cell(figure["ratios"].get(c)) for c in columns]
+        mean = figure["geometric_mean"]
+        shown = "n/a" if mean is None else f"{mean:.3f}"
+        print(f"| {figure['strategy']} | {' | '.join(cells)} | {shown} |", file=out)
+    if choosing:
+        print(f"\nThe rule picks: {rule_pick(primary)}", file=out)
+    print(file=out)
+
+
+def _primary_cell(ratio: dict[str, Any] | None) -> str:
+    if not ratio or ratio["status"] != "ok":
+        return "n/a"
+    bound = {"beyond": ">= ", "below": "<= "}.get(ratio["reach"], "")
+    return f"{bound}{ratio['value']:.2f}"
 
 
 COLORS = {
@@ -1009,6 +1073,7 @@ def main(argv: list[str] | None = None) -> int:
     result = compare(data, options, progress)
     runs: dict[Strategy, list[Run]] = result["runs"]
     result["rows"] = summarize(runs, options.schedule, result.pop("whole_pool"))
+    result["primary"] = primary_figure(result["rows"])
     result["compute"] = {
         s: {"seconds": sum(r.seconds for r in rs), "rounds": sum(r.rounds for r in rs)}
         for s, rs in runs.items()

@@ -3,10 +3,18 @@
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from bench.active_learning import TEST_SHARE, labels_to_reach, main, training_example
+from bench.active_learning import (
+    TEST_SHARE,
+    labels_to_reach,
+    main,
+    primary_figure,
+    rule_pick,
+    training_example,
+)
 from bench.prm_quality import split
 from worker.eval_sets import fixed_sample, load_processbench
 from worker.select import STRATEGIES
@@ -23,6 +31,50 @@ def test_labels_to_reach_reads_the_curve_in_log_labels() -> None:
     assert labels_to_reach(sizes, curve, 0.4) == 50  # the seed set already reaches it
     assert labels_to_reach(sizes, curve, 0.8) == 200  # beyond the largest budget
     assert labels_to_reach(sizes, [0.5, 0.7, 0.6], 0.6) == pytest.approx(math.sqrt(50 * 100))
+
+
+def ratio_row(strategy: str, labels: int, f1: float | None, auroc: float) -> dict[str, Any]:
+    """A summary row as bench/active_learning.py writes it, with the ratios given."""
+
+    def ratio(value: float | None) -> dict[str, Any]:
+        if value is None:
+            return {"status": "not enough data"}
+        return {"status": "ok", "value": value, "low": value, "high": value, "reach": ""}
+
+    return {
+        "strategy": strategy,
+        "labels": labels,
+        "ratio": {"f1": ratio(f1), "auroc": ratio(auroc)},
+    }
+
+
+def test_the_primary_figure_is_the_geometric_mean_of_four_ratios() -> None:
+    rows = [
+        {"strategy": "seed set (all)", "labels": 50, "ratio": {}},
+        ratio_row("uniform", 200, 1.0, 1.0),
+        ratio_row("uniform", 400, 1.0, 1.0),
+        # 100 labels are not read: only 200 and 400 are the primary budgets.
+        ratio_row("ensemble", 100, 9.0, 9.0),
+        ratio_row("ensemble", 200, 2.0, 1.0),
+        ratio_row("ensemble", 400, 0.5, 4.0),
+        ratio_row("random_wrong", 200, 1.5, 1.5),
+        ratio_row("random_wrong", 400, 1.5, 1.5),
+        ratio_row("uncertain", 200, None, 3.0),
+        ratio_row("uncertain", 400, 3.0, 3.0),
+    ]
+    primary = primary_figure(rows)
+    assert [f["strategy"] for f in primary] == ["random_wrong", "ensemble", "uncertain"]
+    means = {f["strategy"]: f["geometric_mean"] for f in primary}
+    assert means["ensemble"] == pytest.approx((2.0 * 1.0 * 0.5 * 4.0) ** 0.25)
+    assert means["random_wrong"] == pytest.approx(1.5)
+    assert means["uncertain"] is None  # a ratio missing: no mean, whatever the others
+    assert rule_pick(primary) == "random_wrong"
+
+
+def test_the_rule_picks_uniform_when_no_strategy_is_above_one() -> None:
+    rows = [ratio_row("ensemble", b, 0.9, 1.0) for b in (200, 400)]
+    rows += [ratio_row("convincing_wrong", b, 0.5, 0.8) for b in (200, 400)]
+    assert rule_pick(primary_figure(rows)) == "uniform"
 
 
 def test_revealed_labels_become_the_items_labels(shared_data: Path) -> None:
