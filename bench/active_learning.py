@@ -1067,7 +1067,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.schedule.budgets[-1] > len(data.pool):
         raise SystemExit(f"the largest budget exceeds the pool of {len(data.pool)} solutions")
     progress.line(
-        f"ProcessBench: pool {len(data.pool)}, calibration {len(data.split.calibration)}, "
+        f"{options.corpus}: pool {len(data.pool)}, calibration {len(data.split.calibration)}, "
         f"test {len(data.split.test)} solutions"
     )
     result = compare(data, options, progress)
