@@ -124,6 +124,9 @@ from worker.train import Example, fit, setup
 
 REFERENCE: Strategy = "uniform"
 """The strategy the others are measured against."""
+SEED_ROW = "seed set (all)"
+WHOLE_POOL_ROW = f"{REFERENCE}, the whole pool"
+"""The summary's rows that are not a strategy's: the seed set, and uniform on to the pool."""
 FIGURES = {"f1": "ProcessBench F1", "auroc": "step AUROC"}
 SPLIT_SEED = 0
 TEST_SHARE = 0.5
@@ -706,7 +709,7 @@ def summarize(
     reference = {n: [r.snapshots[n] for r in runs[REFERENCE]] for n in schedule.sizes}
     if whole is not None:
         reference[whole.labels] = [whole] * len(runs[REFERENCE])
-    rows = [_row("seed set (all)", reference[schedule.seed_size], {})]
+    rows = [_row(SEED_ROW, reference[schedule.seed_size], {})]
     for strategy, strategy_runs in runs.items():
         for budget in schedule.budgets:
             shots = [r.snapshots[budget] for r in strategy_runs]
@@ -720,7 +723,7 @@ def summarize(
             }
             rows.append(_row(strategy, shots, ratios))
     if whole is not None:
-        rows.append(_row(f"{REFERENCE}, the whole pool", [whole], {}))
+        rows.append(_row(WHOLE_POOL_ROW, [whole], {}))
     return rows
 
 
@@ -777,9 +780,8 @@ def primary_figure(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per strategy other than uniform, its ratios (uniform's labels per label) for F1 and
     step AUROC at each primary budget, and their geometric mean (None where a ratio is
     missing), highest first: the number the rule written before the runs reads."""
-    strategies = dict.fromkeys(r["strategy"] for r in rows if r["strategy"] != "uniform")
-    strategies.pop("seed set (all)", None)
-    strategies.pop("uniform, the whole pool", None)
+    references = {SEED_ROW, REFERENCE, WHOLE_POOL_ROW}
+    strategies = dict.fromkeys(r["strategy"] for r in rows if r["strategy"] not in references)
     figures = []
     for strategy in strategies:
         at = {r["labels"]: r for r in rows if r["strategy"] == strategy}
