@@ -16,10 +16,15 @@ def log_in(page: Page, labeler: Labeler) -> None:
     """Log in through the form, reached as a stranger from the labeling page."""
     page.goto("/label/next")
     expect(page).to_have_url(re.compile(r"/login\?next=%2Flabel%2Fnext$"))
-    page.get_by_label("Name").fill(labeler.name)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    submit_login(page, labeler.name, PASSWORD)
     expect(page).to_have_url(re.compile(r"/label/next$"))
+
+
+def submit_login(page: Page, name: str, password: str) -> None:
+    """Fill in the login form the page shows and send it."""
+    page.get_by_label("Name").fill(name)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
 
 
 @contextmanager
@@ -41,9 +46,7 @@ def logged_in(
     try:
         page = context.new_page()
         page.goto(start)
-        page.get_by_label("Name").fill(name)
-        page.get_by_label("Password").fill(password)
-        page.get_by_role("button", name="Log in").click()
+        submit_login(page, name, password)
         page.wait_for_url(lambda address: "/login" not in address)
         yield page
     finally:
