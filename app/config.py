@@ -106,8 +106,14 @@ class Settings(BaseSettings):
     train_warmup_ratio: float | None = Field(default=None, ge=0, lt=1)
     train_weight_decay: float | None = Field(default=None, ge=0)
     train_gradient_checkpointing: bool | None = None
-    train_precision: Literal["auto", "fp32", "bf16"] = "auto"
-    """``auto``: bf16 on a GPU that supports it and on a CPU with AMX, else fp32."""
+    train_precision: Literal["auto", "fp32", "bf16", "bf16-master"] = "auto"
+    """``auto``: bf16 on a GPU that supports it and on a CPU with AMX, else fp32. ``bf16``
+    autocasts over float32 weights; ``bf16-master`` trains bf16 weights through float32
+    master copies (``full`` and ``lora`` modes; worker/precision.py)."""
+    train_pack: bool = False
+    """``full`` and ``lora`` modes: several solutions per training row, no padding."""
+    train_compile: bool = False
+    """``full`` and ``lora`` modes: the training step through ``torch.compile``."""
     train_backbone_depth: float | None = Field(default=None, gt=0, le=1)
     train_head_readings: str | None = None
     """``head`` mode: the readings the head reads, comma-separated (worker/model.py

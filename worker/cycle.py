@@ -72,7 +72,7 @@ class Stopped(Exception):
 
 def training_args_from(settings: Settings) -> TrainingArgs:
     """The run's training arguments: the settings that are set, defaults for the rest."""
-    precision = {"auto": None, "fp32": False, "bf16": True}[settings.train_precision]
+    precision = {"auto": None, "fp32": False, "bf16": True, "bf16-master": True}
     return training_args_for(
         settings.prm_base_model,
         mode=None if settings.train_mode == "auto" else settings.train_mode,
@@ -83,7 +83,10 @@ def training_args_from(settings: Settings) -> TrainingArgs:
         warmup_ratio=settings.train_warmup_ratio,
         weight_decay=settings.train_weight_decay,
         gradient_checkpointing=settings.train_gradient_checkpointing,
-        bf16=precision,
+        bf16=precision[settings.train_precision],
+        master_weights=settings.train_precision == "bf16-master",
+        pack=settings.train_pack,
+        compile=settings.train_compile,
         backbone_depth=settings.train_backbone_depth,
         head_readings=_readings(settings.train_head_readings),
         head_members=settings.train_head_members,

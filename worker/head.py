@@ -50,6 +50,10 @@ class StepHead(nn.Module):
         self.register_buffer("scale", torch.ones(inputs) if standardized else None)
         self.members = nn.ModuleList(_member(inputs, hidden) for _ in range(members))
 
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
     def inputs(self, features: torch.Tensor) -> torch.Tensor:
         """The columns this head reads, standardized as in training."""
         if self.columns is not None:
@@ -90,10 +94,10 @@ class StepHead(nn.Module):
         keeps distances, nearly: Johnson and Lindenstrauss), so a pool's embeddings stay
         small. Zeros for a solution with no steps."""
         with torch.no_grad():
-            inputs = self.inputs(torch.from_numpy(features).to(torch.float32))
+            inputs = self.inputs(torch.from_numpy(features).to(self.device, torch.float32))
         if not len(inputs):
             return np.zeros(EMBEDDING_WIDTH, dtype=np.float32)
-        mean = inputs.mean(dim=0).numpy()
+        mean = inputs.mean(dim=0).cpu().numpy()
         projected: np.ndarray = mean @ _projection(len(mean))
         return projected
 

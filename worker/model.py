@@ -102,6 +102,12 @@ class TrainingArgs:
     1 gives random batches (most padding), more gives less padding but more alike batches."""
     max_length: int = 2048
     """Tokens per sequence; longer solutions lose their earliest tokens (see ``encode``)."""
+    pack: bool = False
+    """``full`` and ``lora`` modes: pack each batch's solutions into rows of ``max_length``
+    tokens (``collate_packed``), each attending to itself alone, instead of padding them
+    to the longest. No compute is spent on padding between solutions, and every row has
+    the same width, so only the row count varies for torch.compile. Pays off when a batch
+    holds many rows' worth of tokens: a short batch still fills one row of ``max_length``."""
     weight_decay: float = 0.01
     """AdamW decay, applied to matrices only (not biases or norms). In ``head`` mode an L2
     penalty ``weight_decay / 2 * |W|^2`` added to the loss instead: the probe's prior."""
@@ -122,6 +128,14 @@ class TrainingArgs:
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: far less memory (a 1.5B model on an H100:
     24 GiB instead of 60), and there no slower, since it also eases memory traffic."""
+    master_weights: bool = False
+    """``full`` and ``lora`` modes: train the model in bf16 through float32 master copies of
+    its trainable weights (worker/precision.py) instead of bf16 autocast over float32
+    weights: half the activation memory and none of autocast's float32 elementwise work."""
+    compile: bool = False
+    """``full`` and ``lora`` modes: run the training forward and backward through
+    ``torch.compile``, which fuses the elementwise chains between matrix products. The first
+    steps pay for compiling (and a new batch shape may recompile): worth it for long runs."""
     held_out_fraction: float = 0.1
     """Share of problems (not examples) kept out of training for evaluation."""
     score_batch_size: int = 32
@@ -331,22 +345,36 @@ class PRM(nn.Module):
         """The size of a step's feature: a hidden state per reading."""
         return self.width * len(self.readings)
 
-    def features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """(batch, length, width): the last kept layer's hidden state at every position."""
+    def features(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """(batch, length, width): the last kept layer's hidden state at every position.
+
+        ``position_ids`` and no ``attention_mask``: a packed batch (``collate_packed``).
+        """
         # No key/value cache: nothing is generated, and it would hold every layer's keys.
-        output = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+        output = self.backbone(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=False,
+        )
         hidden: torch.Tensor = output.last_hidden_state
         return hidden
 
     def forward(
         self,
         input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
+        attention_mask: torch.Tensor | None,
         labels: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
     ) -> PRMOutput:
         if self.readings != LAST_LAYER:
             raise ValueError("forward reads the last layer alone; head mode reads step features")
-        logits = self.head(self.features(input_ids, attention_mask))
+        logits = self.head(self.features(input_ids, attention_mask, position_ids))
         if labels is None:
             return PRMOutput(logits, None)
         return PRMOutput(logits, labeled_cross_entropy(logits, labels))
@@ -354,7 +382,7 @@ class PRM(nn.Module):
     def read_steps(
         self,
         input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
+        attention_mask: torch.Tensor | None,
         steps: StepPositions,
         weights: dict[str, torch.Tensor] | None = None,
     ) -> torch.Tensor:
@@ -659,8 +687,10 @@ def use_expandable_cuda_segments() -> None:
     os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
 
 
-def autocast(args: TrainingArgs, device: torch.device) -> torch.autocast:
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=uses_bf16(args, device))
+def autocast(args: TrainingArgs, device: torch.device, enabled: bool = True) -> torch.autocast:
+    return torch.autocast(
+        device.type, dtype=torch.bfloat16, enabled=enabled and uses_bf16(args, device)
+    )
 
 
 def length_batches(
@@ -690,32 +720,99 @@ def length_batches(
 @dataclass(frozen=True)
 class Batch:
     input_ids: torch.Tensor
-    attention_mask: torch.Tensor
+    attention_mask: torch.Tensor | None
+    """None in a packed batch: there ``position_ids`` say where each sequence begins."""
     label_ids: torch.Tensor
     tokens: int
     """Tokens that are not padding, counted on the host: reading it never waits for the GPU."""
+    position_ids: torch.Tensor | None = None
+    """Each token's position in its own sequence (packed batches); None: 0, 1, ... per row."""
 
 
 def collate(encoded: list[Encoded], pad_token_id: int, device: torch.device) -> Batch:
     """Right-pad a batch to its longest sequence; padding is masked and unlabeled."""
-    width = max(len(e.input_ids) for e in encoded)
-    input_ids = torch.full((len(encoded), width), pad_token_id, dtype=torch.long)
-    label_ids = torch.full((len(encoded), width), IGNORE_INDEX, dtype=torch.long)
-    attention_mask = torch.zeros((len(encoded), width), dtype=torch.long)
-    for row, item in enumerate(encoded):
-        n = len(item.input_ids)
-        input_ids[row, :n] = torch.tensor(item.input_ids)
-        label_ids[row, :n] = torch.tensor(item.label_ids)
-        attention_mask[row, :n] = 1
-    tokens = sum(len(e.input_ids) for e in encoded)
+    lengths = [len(e.input_ids) for e in encoded]
+    width = max(lengths)
+    starts = [(row, 0) for row in range(len(encoded))]
+    input_ids, label_ids = _laid_out(encoded, starts, (len(encoded), width), pad_token_id)
+    attention_mask = (torch.arange(width) < torch.tensor(lengths)[:, None]).long()
     # Pinned memory and non-blocking copies on CUDA: the host prepares the next batch
     # while the GPU still runs this one, instead of waiting for the GPU at every copy.
     return Batch(
         _to_device(input_ids, device),
         _to_device(attention_mask, device),
         _to_device(label_ids, device),
-        tokens,
+        sum(lengths),
     )
+
+
+def collate_packed(
+    encoded: list[Encoded], pad_token_id: int, device: torch.device, width: int
+) -> Batch:
+    """Pack a batch's sequences, each whole, into rows of exactly ``width`` tokens.
+
+    Rows are filled by ``pack_rows``; a row's unused tail is padding, unlabeled. There is
+    no attention mask: ``position_ids`` restart at 0 at each sequence, and transformers,
+    given position ids and no mask, builds a block-diagonal causal mask from where they
+    restart, so a solution attends to itself alone, at the positions it has unpacked. The
+    tail's positions restart too: it is a segment of its own, and no solution reads it.
+    """
+    lengths = [len(e.input_ids) for e in encoded]
+    rows = pack_rows(lengths, width)
+    starts: list[tuple[int, int]] = [(0, 0)] * len(encoded)
+    position_ids = torch.empty((len(rows), width), dtype=torch.long)
+    for row, members in enumerate(rows):
+        filled = 0
+        for index in members:
+            starts[index] = (row, filled)
+            filled += lengths[index]
+        segments = [lengths[index] for index in members] + [width - filled]
+        position_ids[row] = torch.cat([torch.arange(n) for n in segments])
+    input_ids, label_ids = _laid_out(encoded, starts, (len(rows), width), pad_token_id)
+    return Batch(
+        _to_device(input_ids, device),
+        None,
+        _to_device(label_ids, device),
+        sum(lengths),
+        _to_device(position_ids, device),
+    )
+
+
+def pack_rows(lengths: list[int], width: int) -> list[list[int]]:
+    """The indices of ``lengths`` in rows of at most ``width`` tokens, first-fit decreasing.
+
+    Longest first, each into the first row with room for it: close to the fewest rows
+    (at most 11/9 of them, plus one), and the same rows for the same lengths.
+    """
+    if any(n > width for n in lengths):
+        raise ValueError(f"a sequence of {max(lengths)} tokens does not fit a row of {width}")
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for index in sorted(range(len(lengths)), key=lengths.__getitem__, reverse=True):
+        row = next((r for r, free in enumerate(room) if free >= lengths[index]), len(rows))
+        if row == len(rows):
+            rows.append([])
+            room.append(width)
+        rows[row].append(index)
+        room[row] -= lengths[index]
+    return rows
+
+
+def _laid_out(
+    encoded: list[Encoded],
+    starts: list[tuple[int, int]],
+    shape: tuple[int, int],
+    pad_token_id: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, label_ids) of ``shape``: each sequence from its (row, column) in
+    ``starts``, padding and IGNORE_INDEX everywhere else."""
+    input_ids = torch.full(shape, pad_token_id, dtype=torch.long)
+    label_ids = torch.full(shape, IGNORE_INDEX, dtype=torch.long)
+    for item, (row, start) in zip(encoded, starts, strict=True):
+        end = start + len(item.input_ids)
+        input_ids[row, start:end] = torch.tensor(item.input_ids)
+        label_ids[row, start:end] = torch.tensor(item.label_ids)
+    return input_ids, label_ids
 
 
 def device_tensor(values: list[int], device: torch.device) -> torch.Tensor:

@@ -27,7 +27,7 @@ from transformers import PreTrainedTokenizerBase
 
 from worker.eval_sets import unit_hash
 from worker.features import FeatureCache
-from worker.head import HeadTraining, fit_head
+from worker.head import HeadFit, HeadTraining, StepHead, fit_head
 from worker.model import (
     IGNORE_INDEX,
     LABELS,
@@ -38,11 +38,13 @@ from worker.model import (
     autocast,
     build_model,
     collate,
+    collate_packed,
     enable_gradient_checkpointing,
     encode,
     length_batches,
     resolve_device,
 )
+from worker.precision import MasterWeights
 from worker.score import Throughput, step_features
 
 
@@ -171,9 +173,12 @@ def _epoch_batches(
     return batches[rank::world]
 
 
-def _optimizer(model: nn.Module, args: TrainingArgs) -> torch.optim.AdamW:
+def _trainable(model: nn.Module) -> list[torch.Tensor]:
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def _optimizer(params: list[torch.Tensor], args: TrainingArgs) -> torch.optim.AdamW:
     # Decay matrices only: decaying biases and norm scales only hurts.
-    params = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.ndim >= 2], "weight_decay": args.weight_decay},
         {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
@@ -234,8 +239,11 @@ class _Loop:
         should_stop: Callable[[], bool] | None,
     ) -> None:
         self.device = next(model.parameters()).device
-        self.model = _wrap(model, self.device)
-        self.optimizer = _optimizer(model, args)
+        self.masters = MasterWeights(model) if args.master_weights else None
+        wrapped = _wrap(model, self.device)
+        self.model = torch.compile(wrapped) if args.compile else wrapped
+        trained = self.masters.masters if self.masters else _trainable(model)
+        self.optimizer = _optimizer(trained, args)
         self.schedule = _linear_schedule(self.optimizer, total_steps, args.warmup_ratio)
         self.args = args
         self.total_steps = total_steps
@@ -246,20 +254,39 @@ class _Loop:
         self.steps = 0
 
     def step(self, encoded: list[Encoded], pad_token_id: int) -> torch.Tensor:
-        batch = collate(encoded, pad_token_id, self.device)
-        with autocast(self.args, self.device):
-            output: PRMOutput = self.model(batch.input_ids, batch.attention_mask, batch.label_ids)
+        batch = (
+            collate_packed(encoded, pad_token_id, self.device, self.args.max_length)
+            if self.args.pack
+            else collate(encoded, pad_token_id, self.device)
+        )
+        # bf16 weights need no autocast; its float32 casts would undo them.
+        with autocast(self.args, self.device, enabled=self.masters is None):
+            output: PRMOutput = self.model(
+                batch.input_ids, batch.attention_mask, batch.label_ids, batch.position_ids
+            )
         loss = output.loss
         assert loss is not None  # labels were given
         loss.backward()  # type: ignore[no-untyped-call]
+        if self.masters is not None:
+            self.masters.grads_to_masters()
         if self.args.max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm)
+            nn.utils.clip_grad_norm_(self.optimizer_parameters(), self.args.max_grad_norm)
         self.optimizer.step()
+        if self.masters is not None:
+            self.masters.masters_to_model()
         self.schedule.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.tokens += batch.tokens
         self.steps += 1
         return loss.detach()
+
+    def optimizer_parameters(self) -> list[torch.Tensor]:
+        return [p for group in self.optimizer.param_groups for p in group["params"]]
+
+    def finish(self) -> None:
+        """The model as a fit leaves it: float32 weights again after bf16 ones."""
+        if self.masters is not None:
+            self.masters.restore()
 
     def epoch(self, epoch: int, batches: list[list[Encoded]], pad_token_id: int) -> list[float]:
         """Train on the batches; the losses, fewer than the batches when asked to stop."""
@@ -318,15 +345,18 @@ def fit(
     plan = [_epoch_batches(lengths, args, epoch, rank, world) for epoch in range(args.epochs)]
     loop = _Loop(model, args, sum(map(len, plan)), on_progress, should_stop)
     model.train()
-    for epoch, batches in enumerate(plan):
-        stats.epochs = epoch + 1
-        losses = loop.epoch(
-            epoch, [[encoded[i] for i in b] for b in batches], tokenizer.pad_token_id
-        )
-        stats.epoch_losses += [sum(losses) / len(losses)] if losses else []
-        if len(losses) < len(batches):
-            stats.stopped = True
-            break
+    try:
+        for epoch, batches in enumerate(plan):
+            stats.epochs = epoch + 1
+            losses = loop.epoch(
+                epoch, [[encoded[i] for i in b] for b in batches], tokenizer.pad_token_id
+            )
+            stats.epoch_losses += [sum(losses) / len(losses)] if losses else []
+            if len(losses) < len(batches):
+                stats.stopped = True
+                break
+    finally:
+        loop.finish()
     model.eval()
     stats.optimizer_steps = loop.steps
     stats.tokens = _sum_ranks(loop.tokens, loop.device)
@@ -396,22 +426,14 @@ def _fit_head(
         feature_sequences=throughput.sequences,
     )
     if len(steps.classes):
-        trained = fit_head(
-            model.head,
-            steps.features,
-            steps.classes,
-            HeadTraining(
-                learning_rate=args.learning_rate,
-                epochs=args.epochs,
-                batch_size=args.batch_size,
-                weight_decay=args.weight_decay,
-                warmup_ratio=args.warmup_ratio,
-                seed=args.seed,
-                class_balance=args.head_class_balance,
-            ),
-            _linear_schedule,
-            _head_step_reporter(args, len(steps.classes), on_progress, should_stop),
-        )
+        # The features are on the host (the cache keeps them there), and so is the head while
+        # it trains, whatever device the backbone is on: a few small layers train fast there.
+        device = model.head.device
+        model.head.cpu()
+        try:
+            trained = _fit_head_on_host(model.head, steps, args, on_progress, should_stop)
+        finally:
+            model.head.to(device)
         stats.epoch_losses, stats.stopped = trained.epoch_losses, trained.stopped
         stats.epochs = len(stats.epoch_losses)
         stats.optimizer_steps = trained.optimizer_steps
@@ -419,6 +441,26 @@ def _fit_head(
     stats.seconds = time.perf_counter() - started
     stats.tokens_per_second = stats.tokens / max(stats.seconds, 1e-9)
     return stats
+
+
+def _fit_head_on_host(
+    head: StepHead,
+    steps: LabeledSteps,
+    args: TrainingArgs,
+    on_progress: Callable[[Progress], None] | None,
+    should_stop: Callable[[], bool] | None,
+) -> HeadFit:
+    training = HeadTraining(
+        learning_rate=args.learning_rate,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        weight_decay=args.weight_decay,
+        warmup_ratio=args.warmup_ratio,
+        seed=args.seed,
+        class_balance=args.head_class_balance,
+    )
+    report = _head_step_reporter(args, len(steps.classes), on_progress, should_stop)
+    return fit_head(head, steps.features, steps.classes, training, _linear_schedule, report)
 
 
 def _head_step_reporter(

@@ -160,3 +160,20 @@ def test_embeddings_keep_near_solutions_near() -> None:
         embeddings[0] - embeddings[2]
     )
     assert not head.embedding(np.zeros((0, 6), np.float32)).any()
+
+
+@pytest.mark.gpu
+def test_head_mode_trains_and_scores_with_the_backbone_on_cuda() -> None:
+    """The features come from the host; the head trains there and goes back to the GPU."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    args = tiny_args(mode="head", device="cuda", epochs=3, head_hidden=8, head_members=2)
+    model, tokenizer, _ = setup(args)
+
+    stats = fit(model, tokenizer, EXAMPLES, args)
+    scores = score_solutions(model, tokenizer, [(EXAMPLES[0].problem, EXAMPLES[0].steps)], args)
+    steps, _ = labeled_step_features(model, tokenizer, EXAMPLES[:2], args, None)
+
+    assert stats.optimizer_steps > 0 and model.head.device.type == "cuda"
+    assert 0 < scores[0].score <= 1
+    assert model.head.embedding(steps.features.numpy()).shape == (64,)

@@ -28,6 +28,29 @@ def test_the_head_reads_what_the_settings_say() -> None:
     assert (args.head_members, args.head_hidden) == (3, 16)
 
 
+@pytest.mark.parametrize(
+    ("precision", "bf16", "master_weights"),
+    [
+        ("auto", None, False),
+        ("fp32", False, False),
+        ("bf16", True, False),
+        ("bf16-master", True, True),
+    ],
+)
+def test_the_training_precision_and_speed_settings_reach_the_training_arguments(
+    precision: str, bf16: bool | None, master_weights: bool
+) -> None:
+    settings = Settings(
+        prm_base_model="tiny", train_precision=precision, train_pack=True, train_compile=True
+    )
+
+    args = training_args_from(settings)
+
+    assert (args.bf16, args.master_weights) == (bf16, master_weights)
+    assert args.pack and args.compile
+    assert not training_args_from(Settings(prm_base_model="tiny")).pack
+
+
 def test_a_reading_the_cache_does_not_hold_is_refused() -> None:
     settings = Settings(prm_base_model="tiny", train_mode="head", train_head_readings="end@2")
     with pytest.raises(ValueError, match="head_readings"):
