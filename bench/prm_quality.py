@@ -4,6 +4,8 @@
     .venv/bin/python -m bench.prm_quality --models smollm2-135m --per-subset 100
     .venv/bin/python -m bench.prm_quality --subsets gsm8k,math \
         --train-subsets gsm8k,math,olympiadbench,omnimath     # judged on two, trained on four
+    python -m bench.prm_quality --device cuda --train-seeds 0,1,2 \
+        --models smollm2-135m,smollm2-135m-full,smollm2-135m-lora   # on a GPU (issue 27)
 
 The data: ProcessBench (../shared/data, or ``--data``), 3,400 solutions with expert
 first-error labels, turned into step labels as PRM800K gives them: steps before the first
@@ -22,14 +24,26 @@ worker/score.py, worker/evaluate.py):
 - ``tiny``: the worker's tiny decoder, trained from scratch (full mode);
 - ``smollm2-135m``: SmolLM2-135M-Instruct in the CPU default, ``head`` mode (frozen
   backbone, cached step features, a trained linear head), prepared first if needed;
-- ``smollm2-135m-lora``: the same in ``lora`` mode, trained for ``--lora-minutes`` (CPU
-  time is the point of the comparison) on a sample of the training problems.
+- ``smollm2-135m-full``: the same fine-tuned whole, ``full`` mode, the mode's defaults;
+- ``smollm2-135m-lora``: the same in ``lora`` mode. On the CPU both train for at most
+  ``--lora-minutes`` of CPU time (CPU time is the point of the comparison there) on
+  sequences of 1,024 tokens; on a GPU (``--device cuda``) they run every epoch the mode
+  asks for, at 2,048 tokens, in the worker's CUDA precision (bf16 autocast). Head mode on a
+  GPU runs its backbone in float32, so its features (and cache) are those of the CPU
+  default without AMX tiles.
+
+``--train-seeds`` trains each model once per seed (``TrainingArgs.seed``: its head's
+initialization, batch order, the tiny model's weights; the split stays ``--seed``'s).
 
 Figures: per subset and over all, ProcessBench F1 (the harmonic mean of the accuracy on
 erroneous solutions, where the predicted first error must be the labeled one, and on
 correct solutions) and the two accuracies; step AUROC (P(-1), negative against positive
 steps) over the test problems' labeled steps; 95% bootstrap intervals (solutions for F1,
-problems for AUROC). Also the seconds each model took to train and to score.
+problems for AUROC). Over several training seeds a figure is the seeds' mean, and its
+interval draws a seed and the test items together in each resample (``pooled_estimate``),
+so it holds the spread between seeds as well as the test set's; each seed's own figures
+(with test-only intervals) come with them. Also the seconds each model took to train and
+to score.
 """
 
 from __future__ import annotations
@@ -49,6 +63,7 @@ from transformers import PreTrainedTokenizerBase
 
 from app.config import get_settings
 from app.content_keys import normalized_problem
+from app.estimates import RESAMPLES, percentile_interval, resample, split_units
 from bench.prmbench import prmbench_without
 from worker import evaluate
 from worker.assess import by_subset, first_errors, step_set
@@ -59,6 +74,7 @@ from worker.eval_sets import (
     load_processbench,
     split_by_problem_hash,
 )
+from worker.evaluate import Estimate, FirstErrors, Statistic, StepSet
 from worker.features import FeatureCache, cache_for
 from worker.model import (
     HEAD_READINGS,
@@ -66,7 +82,9 @@ from worker.model import (
     LAST_LAYER,
     PRM,
     TINY,
+    Device,
     TrainingArgs,
+    resolve_device,
     training_args_for,
 )
 from worker.pretrained import resolve_base_model
@@ -76,7 +94,11 @@ from worker.train import Example, fit, setup
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CALIBRATION_SHARE = 0.2
 """Share of the training problems kept for choosing the threshold (not trained on)."""
-MODELS = ("constant", "tiny", "smollm2-135m", "smollm2-135m-lora")
+FULL = "smollm2-135m-full"
+LORA = "smollm2-135m-lora"
+MODELS = ("constant", "tiny", "smollm2-135m", FULL, LORA)
+SEEDLESS = ("constant",)
+"""Models that no training seed changes: trained once whatever ``--train-seeds`` says."""
 DEFAULT_MODELS = ("constant", "tiny", "smollm2-135m")
 LINEAR: dict[str, Any] = {"head_hidden": 0, "head_members": 1, "head_class_balance": False}
 """Every head field a preset does not name: whatever the worker's default head becomes, a
@@ -159,8 +181,10 @@ def train_constant(data: Split, _options: argparse.Namespace) -> Trained:
 def train_worker_model(
     name: str, args: TrainingArgs, data: Split, deadline: float | None, cache_dir: Path
 ) -> Trained:
-    """Train with the worker's ``fit`` (and its feature cache in head mode)."""
+    """Train with the worker's ``fit`` (and its feature cache in head mode); ``deadline``
+    in CPU seconds."""
     started = time.process_time()
+    started_wall = time.perf_counter()
     model, tokenizer, _device = setup(args)
     cache = cache_for(model, args, cache_dir)
     if cache is not None:
@@ -168,6 +192,8 @@ def train_worker_model(
     stop = None if deadline is None else (lambda: time.process_time() - started > deadline)
     stats = fit(model, tokenizer, examples(data.train), args, should_stop=stop, cache=cache)
     train_seconds = time.process_time() - started
+    # CPU time leaves out a GPU's work: the wall clock says what a GPU run took.
+    train_wall_seconds = time.perf_counter() - started_wall
 
     def probabilities(items: Sequence[ProcessBenchItem]) -> list[np.ndarray]:
         scored, _ = step_probabilities(
@@ -193,6 +219,9 @@ def train_worker_model(
         "stopped_at_deadline": stats.stopped,
         "labeled_steps": stats.labeled_steps,
         "feature_seconds": round(stats.feature_seconds, 1),
+        "device": args.device,
+        "max_length": args.max_length,
+        "train_wall_seconds": round(train_wall_seconds, 1),
     }
     return Trained(name, probabilities, train_seconds, notes)
 
@@ -218,39 +247,165 @@ def warm(
     fill_cache(model, tokenizer, [(i.problem, i.steps) for i in items], args, cache, report)
 
 
-def figures(trained: Trained, data: Split, seed: int, judge: str = "test") -> dict[str, Any]:
-    """ProcessBench F1 per subset and overall, step AUROC per subset and overall, on the
-    test problems; or, with ``judge="calibration"``, on the calibration problems alone (the
-    threshold chosen on them too, so their F1 flatters every model alike): the figures to
-    choose by, which never read a test problem."""
+@dataclass(frozen=True)
+class Judged:
+    """One trained model as the figures need it: its threshold, and its probabilities on
+    the judged items as first errors and labeled steps. The model itself is let go, so a
+    GPU holds one fine-tuned copy at a time however many seeds are trained."""
+
+    train_seed: int
+    threshold: float
+    subsets: dict[str, FirstErrors]
+    steps: dict[str, StepSet]
+    """The judged items' labeled steps by problem: ``all`` of them, then each subset's."""
+    train_seconds: float
+    score_seconds: float
+    notes: dict[str, Any]
+
+
+def judge_model(trained: Trained, data: Split, train_seed: int, judge: str = "test") -> Judged:
+    """Score the calibration items (the threshold is chosen there) and the judged ones: the
+    test problems, or with ``judge="calibration"`` the calibration problems alone (their F1
+    then flatters every model alike): the figures to choose by, never reading a test one."""
     started = time.process_time()
     calibration = trained.probabilities(data.calibration)
-    judged_items = data.calibration if judge == "calibration" else data.test
-    judged = calibration if judge == "calibration" else trained.probabilities(data.test)
+    items = data.calibration if judge == "calibration" else data.test
+    judged = calibration if judge == "calibration" else trained.probabilities(items)
     score_seconds = time.process_time() - started
-    threshold = evaluate.choose_threshold(first_errors(data.calibration, calibration))
-    subsets = by_subset(judged_items, judged)
-    aurocs: dict[str, Any] = {}
-    for name in subsets:
-        chosen = [k for k, item in enumerate(judged_items) if item.subset == name]
-        aurocs[name] = evaluate.step_auroc(
-            step_set(examples([judged_items[k] for k in chosen]), [judged[k] for k in chosen]),
-            seed,
-        )
-    processbench = evaluate.processbench_figures(subsets, threshold, seed)
+    steps = {"all": step_set(examples(items), judged)}
+    for name in dict.fromkeys(item.subset for item in items):
+        chosen = [k for k, item in enumerate(items) if item.subset == name]
+        steps[name] = step_set(examples([items[k] for k in chosen]), [judged[k] for k in chosen])
+    return Judged(
+        train_seed,
+        evaluate.choose_threshold(first_errors(data.calibration, calibration)),
+        by_subset(items, judged),
+        steps,
+        trained.train_seconds,
+        score_seconds,
+        trained.notes,
+    )
+
+
+def figures(name: str, runs: Sequence[Judged], seed: int, judge: str = "test") -> dict[str, Any]:
+    """ProcessBench F1 per subset and overall, step AUROC per subset and overall: each the
+    mean over the training seeds' ``runs`` with an interval over seeds and judged items
+    (``pooled_estimate``), and each seed's figures alone. ``seed`` seeds the bootstrap."""
     return {
-        "model": trained.name,
+        "model": name,
         "judged_on": judge,
-        "train_cpu_seconds": round(trained.train_seconds, 1),
-        "score_cpu_seconds": round(score_seconds, 1),
-        "notes": trained.notes,
-        "threshold": threshold,
-        "processbench": processbench,
+        "train_seeds": [run.train_seed for run in runs],
+        "train_cpu_seconds": round(sum(run.train_seconds for run in runs), 1),
+        "score_cpu_seconds": round(sum(run.score_seconds for run in runs), 1),
+        "notes": shared_notes([run.notes for run in runs]),
+        "thresholds": [run.threshold for run in runs],
+        "processbench": pooled_processbench(runs, seed),
         "step_auroc": {
-            "all": evaluate.step_auroc(step_set(examples(judged_items), judged), seed),
-            **aurocs,
+            subset: pooled_auroc([run.steps[subset] for run in runs], seed)
+            for subset in runs[0].steps
+        },
+        "per_seed": [seed_figures(run, seed) for run in runs],
+    }
+
+
+def seed_figures(run: Judged, seed: int) -> dict[str, Any]:
+    """One training seed's figures, their intervals over the judged items alone."""
+    return {
+        "train_seed": run.train_seed,
+        "train_cpu_seconds": round(run.train_seconds, 1),
+        "score_cpu_seconds": round(run.score_seconds, 1),
+        "notes": run.notes,
+        "threshold": run.threshold,
+        "processbench": evaluate.processbench_figures(run.subsets, run.threshold, seed),
+        "step_auroc": {
+            subset: evaluate.step_auroc(steps, seed) for subset, steps in run.steps.items()
         },
     }
+
+
+def shared_notes(notes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The notes every seed's run agrees on (its configuration, not its timings)."""
+    return {
+        key: value for key, value in notes[0].items() if all(n.get(key) == value for n in notes)
+    }
+
+
+def pooled_estimate(
+    statistics: Sequence[Statistic],
+    units: int,
+    strata: Sequence[int] | None = None,
+    seed: int = 0,
+) -> Estimate | None:
+    """The training seeds' mean figure (one statistic per seed, on the same units) and its
+    95% interval over seeds and units drawn together; None where a seed's is undefined.
+
+    Each resample draws one seed uniformly and the units as ``bootstrap`` does (within
+    ``strata``), so the interval holds the spread between seeds as well as the units'
+    sampling error: it is where one training run's figure falls, centred near the seeds'
+    mean. (A bootstrap of the mean over seeds would be narrower, but from three seeds it
+    can tell only ten sets apart.) With one seed this is ``bootstrap`` exactly; every model
+    with as many seeds gets the same draws.
+    """
+    if not units or not statistics:
+        return None
+    everything = np.arange(units)
+    values = [v for v in (statistic(everything) for statistic in statistics) if v is not None]
+    if len(values) < len(statistics):
+        return None
+    value = float(np.mean(values))
+    draws = resample(split_units(everything, strata), RESAMPLES, seed)
+    # A child stream of the draws' seed: picks independent of the units drawn.
+    picker = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+    picks = picker.integers(0, len(statistics), RESAMPLES)
+    resampled = [statistics[pick](draw) for pick, draw in zip(picks, draws, strict=True)]
+    defined = [d for d in resampled if d is not None]
+    low, high = percentile_interval(defined) if defined else (value, value)
+    return Estimate(value, low, high, units)
+
+
+def pooled_processbench(runs: Sequence[Judged], seed: int) -> dict[str, Any]:
+    """``evaluate.processbench_figures`` over the seeds' runs, each at its own threshold:
+    F1 pooled (``pooled_estimate``), the accuracies the seeds' means."""
+    figures: dict[str, Any] = {"thresholds": [run.threshold for run in runs], "subsets": {}}
+    for name, solutions in runs[0].subsets.items():
+        f1 = pooled_estimate(
+            [run.subsets[name].f1_statistic(run.threshold) for run in runs],
+            len(solutions),
+            seed=seed,
+        )
+        accuracies = [run.subsets[name].accuracies(run.threshold) for run in runs]
+        figures["subsets"][name] = {
+            "f1": f1.as_dict() if f1 else None,
+            "accuracy_erroneous": _mean([error for error, _ in accuracies]),
+            "accuracy_correct": _mean([correct for _, correct in accuracies]),
+            "erroneous": int(solutions.erroneous.sum()),
+            "correct": int((~solutions.erroneous).sum()),
+        }
+    mean = None
+    if runs[0].subsets:
+        statistics = [evaluate.mean_f1_statistic(run.subsets, run.threshold) for run in runs]
+        strata = statistics[0][1]
+        mean = pooled_estimate([s for s, _ in statistics], len(strata), strata.tolist(), seed)
+    figures["f1"] = mean.as_dict() if mean else None
+    return figures
+
+
+def pooled_auroc(steps: Sequence[StepSet], seed: int) -> dict[str, Any]:
+    """``evaluate.step_auroc`` over the seeds' runs (the same labeled steps in each)."""
+    shortage = steps[0].shortage()
+    if shortage is not None:
+        return {"status": shortage}
+    statistics = [s.auroc_statistic() for s in steps]
+    estimate = pooled_estimate(statistics, len(steps[0].ratings), seed=seed)
+    if estimate is None:
+        return {"status": "not enough data: one class only"}
+    return {"status": "ok", **estimate.as_dict()}
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    """The seeds' mean; None where a seed has none (a class absent from the judged items)."""
+    present = [v for v in values if v is not None]
+    return float(np.mean(present)) if len(present) == len(values) else None
 
 
 def _show(estimate: dict[str, Any] | None) -> str:
@@ -259,7 +414,22 @@ def _show(estimate: dict[str, Any] | None) -> str:
     return f"{estimate['value']:.3f} [{estimate['low']:.3f}, {estimate['high']:.3f}]"
 
 
+def _point(estimate: dict[str, Any] | None) -> str:
+    return f"{estimate['value']:.3f}" if estimate and "value" in estimate else "n/a"
+
+
+def _share(value: float | None) -> str:
+    """An accuracy; n/a where the judged items of a subset hold no solution of its kind."""
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _label(result: dict[str, Any]) -> str:
+    seeds = len(result["train_seeds"])
+    return result["model"] if seeds == 1 else f"{result['model']} ({seeds} seeds)"
+
+
 def print_table(results: list[dict[str, Any]], out: Any = sys.stdout) -> None:
+    """Each model's rows (its pooled figures over seeds), then its costs and each seed's."""
     print(
         "| model | subset | ProcessBench F1 [95% CI] | acc. erroneous | acc. correct "
         "| step AUROC [95% CI] |",
@@ -267,27 +437,36 @@ def print_table(results: list[dict[str, Any]], out: Any = sys.stdout) -> None:
     )
     print("|---|---|---|---|---|---|", file=out)
     for result in results:
-        pb = result["processbench"]
+        pb, model = result["processbench"], _label(result)
         for name, subset in pb["subsets"].items():
             error, correct = subset["accuracy_erroneous"], subset["accuracy_correct"]
             print(
-                f"| {result['model']} | {name} | {_show(subset['f1'])} | "
-                f"{error:.3f} | {correct:.3f} | {_show(result['step_auroc'][name])} |",
+                f"| {model} | {name} | {_show(subset['f1'])} | "
+                f"{_share(error)} | {_share(correct)} | {_show(result['step_auroc'][name])} |",
                 file=out,
             )
         print(
-            f"| {result['model']} | **mean / all** | {_show(pb['f1'])} | | | "
+            f"| {model} | **mean / all** | {_show(pb['f1'])} | | | "
             f"{_show(result['step_auroc']['all'])} |",
             file=out,
         )
     print(file=out)
     for result in results:
+        thresholds = ", ".join(f"{t:.3f}" for t in result["thresholds"])
         print(
             f"{result['model']}: train {result['train_cpu_seconds']} CPU s, score "
-            f"{result['score_cpu_seconds']} CPU s, threshold {result['threshold']:.3f}, "
+            f"{result['score_cpu_seconds']} CPU s, threshold {thresholds}, "
             f"{json.dumps(result['notes'])}",
             file=out,
         )
+        if len(result["per_seed"]) > 1:
+            seeds = "; ".join(
+                f"seed {run['train_seed']}: F1 {_point(run['processbench']['f1'])}, "
+                f"AUROC {_point(run['step_auroc']['all'])}, "
+                f"{run['notes'].get('train_wall_seconds', 0.0)} s"
+                for run in result["per_seed"]
+            )
+            print(f"  each seed (training wall seconds): {seeds}", file=out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -309,10 +488,24 @@ def main(argv: list[str] | None = None) -> int:
         "--per-subset", type=int, help="a fixed sample of each subset (default: all)"
     )
     parser.add_argument("--test-share", type=float, default=0.5)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the split's (and bootstrap's)")
+    parser.add_argument(
+        "--train-seeds",
+        type=_seeds,
+        help="train each model once per seed, e.g. 0,1,2; figures pool them (default: --seed)",
+    )
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda", "auto"),
+        default="cpu",
+        help="where the worker's models train and score (auto: cuda where there is one)",
+    )
     parser.add_argument("--tiny-epochs", type=int, default=5)
     parser.add_argument(
-        "--lora-minutes", type=float, default=20.0, help="CPU minutes of LoRA training"
+        "--lora-minutes",
+        type=float,
+        default=20.0,
+        help="CPU minutes of lora or full fine-tuning (no limit on cuda)",
     )
     parser.add_argument(
         "--judge",
@@ -337,21 +530,20 @@ def main(argv: list[str] | None = None) -> int:
         "includes the backbone's work; by default the worker's feature cache is reused",
     )
     options = parser.parse_args(argv)
-    judged = options.subsets.split(",")
-    trained = (options.train_subsets or options.subsets).split(",")
-    items = fixed_sample(
-        load_processbench(options.data, list(dict.fromkeys([*judged, *trained]))),
-        options.per_subset,
-        options.seed,
-    )
-    if not items:
+    unknown = [name for name in options.models.split(",") if name not in known_models()]
+    if unknown:
+        parser.error(f"unknown model {unknown[0]!r}: choose from {', '.join(known_models())}")
+    options.device = resolve_device(options.device).type
+    options.train_seeds = options.train_seeds or [options.seed]
+    data = split_from_options(options)
+    if data is None:
         parser.error(f"no ProcessBench files in {options.data}")
-    data = restrict(split(items, options.test_share, options.seed), judged, trained)
     if options.extra_train == "prmbench":
         data = with_prmbench(data, options)
     print(
         f"ProcessBench: {len(data.train)} training, {len(data.calibration)} calibration, "
-        f"{len(data.test)} test solutions",
+        f"{len(data.test)} test solutions; on {options.device}, training seeds "
+        f"{', '.join(map(str, options.train_seeds))}",
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="prm-quality-features-") as fresh:
@@ -360,6 +552,21 @@ def main(argv: list[str] | None = None) -> int:
         results = _run_models(options, data)
     print_table(results)
     return 0
+
+
+def split_from_options(options: argparse.Namespace) -> Split | None:
+    """The split ``--subsets``, ``--train-subsets``, ``--per-subset``, ``--test-share`` and
+    ``--seed`` ask for, from ``--data``; None when it holds no ProcessBench file."""
+    judged = options.subsets.split(",")
+    trained = (options.train_subsets or options.subsets).split(",")
+    items = fixed_sample(
+        load_processbench(options.data, list(dict.fromkeys([*judged, *trained]))),
+        options.per_subset,
+        options.seed,
+    )
+    if not items:
+        return None
+    return restrict(split(items, options.test_share, options.seed), judged, trained)
 
 
 def with_prmbench(data: Split, options: argparse.Namespace) -> Split:
@@ -377,45 +584,84 @@ def with_prmbench(data: Split, options: argparse.Namespace) -> Split:
     return Split([*data.train, *extra], data.calibration, data.test)
 
 
+def _seeds(text: str) -> list[int]:
+    return [int(seed) for seed in text.split(",")]
+
+
+def known_models() -> list[str]:
+    return [*MODELS, *(f"smollm2-135m:{head}" for head in HEADS)]
+
+
 def _run_models(options: argparse.Namespace, data: Split) -> list[dict[str, Any]]:
-    """Train and judge each model in turn, printing (and saving) each one's figures."""
+    """Train and judge each model in turn (once per training seed), printing (and saving)
+    each one's figures."""
     results: list[dict[str, Any]] = []
     for name in options.models.split(","):
         started = time.perf_counter()
-        trained = _train(name, data, options)
-        result = figures(trained, data, options.seed, options.judge)
+        seeds = options.train_seeds[:1] if name in SEEDLESS else options.train_seeds
+        # Each seed's model is judged, then let go, before the next one is trained.
+        runs = [
+            judge_model(_train(name, data, options, seed), data, seed, options.judge)
+            for seed in seeds
+        ]
+        result = figures(name, runs, options.seed, options.judge)
         result["wall_seconds"] = round(time.perf_counter() - started, 1)
         results.append(result)
         print(f"{name}: done in {result['wall_seconds']} s", flush=True)
         # Each model's figures as soon as they are known: a long run stopped early keeps them.
-        print_table([result])
         if options.json:
             options.json.write_text(json.dumps(results, indent=2) + "\n")
+        print_table([result])
     return results
 
 
-def _train(name: str, data: Split, options: argparse.Namespace) -> Trained:
-    return _train_model(name, data, options, options.cache_dir)
-
-
-def _train_model(name: str, data: Split, options: argparse.Namespace, cache_dir: Path) -> Trained:
+def _train(name: str, data: Split, options: argparse.Namespace, train_seed: int) -> Trained:
     if name == "constant":
         return train_constant(data, options)
     if name == "tiny":
-        args = training_args_for(TINY, device="cpu", epochs=options.tiny_epochs, seed=options.seed)
-        return train_worker_model(name, args, data, None, cache_dir)
-    directory = resolve_base_model("smollm2-135m", get_settings().model_dir)
-    if name == "smollm2-135m" or name.removeprefix("smollm2-135m:") in HEADS:
-        head = HEADS.get(name.removeprefix("smollm2-135m:"), {})
-        args = training_args_for(directory, mode="head", device="cpu", seed=options.seed, **head)
-        return train_worker_model(name, args, data, None, cache_dir)
-    if name == "smollm2-135m-lora":
         args = training_args_for(
-            directory, mode="lora", device="cpu", max_length=1024, seed=options.seed
+            TINY, device=options.device, epochs=options.tiny_epochs, seed=train_seed
         )
-        return train_worker_model(name, args, data, options.lora_minutes * 60, cache_dir)
-    known = [*MODELS, *(f"smollm2-135m:{head}" for head in HEADS)]
-    raise SystemExit(f"unknown model {name!r}: choose from {', '.join(known)}")
+        return train_worker_model(name, args, data, None, options.cache_dir)
+    directory = resolve_base_model("smollm2-135m", get_settings().model_dir)
+    args = smollm2_args(name, directory, options.device, train_seed)
+    deadline = cpu_deadline(args, options.lora_minutes)
+    return train_worker_model(name, args, data, deadline, options.cache_dir)
+
+
+def cpu_deadline(args: TrainingArgs, minutes: float) -> float | None:
+    """The CPU seconds fine-tuning may take on the CPU; None for a head or on a GPU.
+
+    It counts this process's CPU time: on a GPU that is the launching thread's, not the
+    training's, and there the modes run every epoch they ask for in minutes anyway.
+    """
+    return minutes * 60 if args.mode != "head" and args.device == "cpu" else None
+
+
+def smollm2_args(name: str, directory: str, device: Device, train_seed: int) -> TrainingArgs:
+    """SmolLM2's training arguments for ``name``: a head (``smollm2-135m`` or a preset of
+    ``HEADS``), ``FULL`` or ``LORA``; each the worker's defaults for its mode otherwise."""
+    on_gpu = device == "cuda"
+    if name in (FULL, LORA):
+        # 1,024 tokens keep the CPU's time down; a GPU takes the worker's 2,048.
+        return training_args_for(
+            directory,
+            mode="full" if name == FULL else "lora",
+            device=device,
+            max_length=2048 if on_gpu else 1024,
+            seed=train_seed,
+        )
+    head = HEADS.get(name.removeprefix("smollm2-135m:"), {})
+    # float32 on a GPU, as the CPU default is without AMX tiles (uses_bf16): the features,
+    # and so the cache and the head, of the CPU table's float32 runs, not bf16 ones.
+    return training_args_for(
+        directory,
+        mode="head",
+        device=device,
+        bf16=False if on_gpu else None,
+        seed=train_seed,
+        **head,
+    )
 
 
 if __name__ == "__main__":

@@ -32,9 +32,17 @@ chosen length, and it still goes through ``encode``, ``collate`` and the rest of
 path. One word is one token here; Qwen's tokenizer makes more than one token of a word of
 LaTeX, so real PRM800K sequences are somewhat longer than these.
 
-MFU counts model FLOPs, not hardware FLOPs: 6 x N per trained token, 2 x N per scored
-token, where N is the parameters that multiply (everything but the input embedding, which
-is a lookup; the PRM has no language-model head). Recomputation under gradient
+Training variants (issue 27): ``--master-weights`` trains bf16 weights through float32
+masters instead of autocast, ``--pack`` packs each batch's solutions into rows of
+``--max-length`` with per-solution attention, ``--compile`` runs the step through
+``torch.compile``, ``--attention`` picks the qwen2 configs' attention kernel, ``--mode
+lora`` trains low-rank adapters on a frozen backbone that ``--bf16-base`` builds in bf16
+(how a 7B PRM fits one GPU). ``--json`` appends each table row to a JSON-lines file.
+
+MFU counts model FLOPs, not hardware FLOPs: 6 x N per trained token (4 x N in ``lora``
+mode: a frozen weight has no gradient of its own), 2 x N per scored token, where N is the
+parameters that multiply (everything but the input embedding, which is a lookup; the PRM
+has no language-model head). Recomputation under gradient
 checkpointing and attention's own FLOPs are not counted, as is usual for MFU. The peak is
 the GPU's dense bf16 tensor-core figure, looked up from its name or given with
 ``--peak-tflops``. On CPU MFU is "n/a"; bf16 autocast is CUDA-only in the worker, so CPU
@@ -46,11 +54,13 @@ during the phase, or on CPU the process's peak resident memory so far.
 """
 
 import argparse
+import json
 import random
 import resource
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -64,10 +74,12 @@ from worker.model import (
     TINY,
     TINY_CONFIG,
     TrainingArgs,
+    add_lora,
     enable_gradient_checkpointing,
     encode,
     input_embeddings,
     length_batches,
+    pack_rows,
     prepare_tokenizer,
     resolve_device,
     use_expandable_cuda_segments,
@@ -154,9 +166,13 @@ def id_word_tokenizer(vocab_size: int) -> tuple[PreTrainedTokenizerBase, list[st
 
 
 def build(
-    config: str, args: TrainingArgs
+    config: str, args: TrainingArgs, attention: str = "sdpa", bf16_base: bool = False
 ) -> tuple[PRM, PreTrainedTokenizerBase, torch.device, Sequence[str]]:
-    """The PRM, its tokenizer, its device and the words synthetic text is made of."""
+    """The PRM, its tokenizer, its device and the words synthetic text is made of.
+
+    ``attention`` is the backbone's attention implementation; ``bf16_base`` builds the
+    frozen backbone of ``lora`` mode in bf16.
+    """
     if config == TINY:
         model, tokenizer, device = setup(args)
         return model, tokenizer, device, WORDS
@@ -166,9 +182,14 @@ def build(
     if device.type == "cuda":
         torch.cuda.set_device(device)
     torch.manual_seed(args.seed)
+    # A backbone that LoRA leaves frozen need not be float32: in bf16 a 7B one takes 15 GiB.
+    dtype = torch.bfloat16 if args.mode == "lora" and bf16_base else torch.float32
     # Initialized where it will run: filling 7B random weights on the CPU takes minutes.
     with device:
-        model = PRM(AutoModel.from_config(qwen2))  # type: ignore[no-untyped-call]
+        backbone = AutoModel.from_config(qwen2, dtype=dtype, attn_implementation=attention)  # type: ignore[no-untyped-call]
+    if args.mode == "lora":
+        backbone = add_lora(backbone, args.lora_rank)
+    model = PRM(backbone)
     if args.gradient_checkpointing:
         enable_gradient_checkpointing(model)
     return model.to(device), tokenizer, device, words
@@ -230,6 +251,12 @@ def padding_share(lengths: list[int], batches: list[list[int]]) -> float:
     return 1 - sum(lengths[i] for batch in batches for i in batch) / padded
 
 
+def packed_padding_share(lengths: list[int], batches: list[list[int]], width: int) -> float:
+    """Share of padded positions when each batch is packed into rows of ``width``."""
+    rows = sum(len(pack_rows([lengths[i] for i in batch], width)) for batch in batches)
+    return 1 - sum(lengths) / (rows * width)
+
+
 def measure_training(
     model: PRM,
     tokenizer: PreTrainedTokenizerBase,
@@ -254,7 +281,11 @@ def measure_training(
         len(encode(tokenizer, e.problem, e.steps, e.labels, args.max_length).input_ids)
         for e in examples
     ]
-    padding = padding_share(lengths, _epoch_batches(lengths, args, 0, 0, 1))
+    batches = _epoch_batches(lengths, args, 0, 0, 1)
+    if args.pack:
+        padding = packed_padding_share(lengths, batches, args.max_length)
+    else:
+        padding = padding_share(lengths, batches)
     return Measurement(
         "train",
         steps,
@@ -296,6 +327,21 @@ def measure_scoring(
         padding_share(lengths, batches),
         _peak_memory_gib(device),
     )
+
+
+def training_flops_per_token(mode: str, multiplying: int) -> int:
+    """Model FLOPs a trained token costs: 2N forward, 2N for the inputs' gradients, and in
+    ``full`` mode 2N more for the weights' (a frozen LoRA backbone has none)."""
+    return (6 if mode == "full" else 4) * multiplying
+
+
+def describe_training(args: TrainingArgs, attention: str) -> str:
+    """The training options that change speed, in a few words."""
+    parts = [args.mode, attention]
+    parts += [name for name, on in (("packed", args.pack), ("compiled", args.compile)) if on]
+    if args.gradient_checkpointing:
+        parts.append("checkpointing")
+    return ", ".join(parts)
 
 
 def peak_tflops(device: torch.device, given: float | None) -> float | None:
@@ -343,12 +389,36 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--gradient-checkpointing", action="store_true")
     parser.add_argument(
+        "--mode", choices=("full", "lora"), default="full", help="what training updates"
+    )
+    parser.add_argument(
+        "--bf16-base",
+        action="store_true",
+        help="lora: the frozen backbone in bf16 (needs bf16 autocast or --master-weights)",
+    )
+    parser.add_argument(
+        "--master-weights", action="store_true", help="bf16 weights, float32 masters"
+    )
+    parser.add_argument(
+        "--pack", action="store_true", help="training rows of several solutions, no padding"
+    )
+    parser.add_argument("--compile", action="store_true", help="torch.compile the training step")
+    parser.add_argument(
+        "--attention",
+        choices=("sdpa", "eager", "flex_attention"),
+        default="sdpa",
+        help="the qwen2 configs' attention implementation",
+    )
+    parser.add_argument("--json", type=Path, help="also append the rows here (JSON lines)")
+    parser.add_argument(
         "--phases", choices=("both", "train", "score"), default="both", help="what to time"
     )
     parser.add_argument("--peak-tflops", type=float, help="the GPU's peak bf16 TFLOP/s")
     args = parser.parse_args(argv)
     if min(args.steps, args.batch_size, args.solutions, args.score_batch_size) < 1:
         parser.error("--steps, --batch-size, --solutions and --score-batch-size must be >= 1")
+    if args.bf16_base and args.mode != "lora":
+        parser.error("--bf16-base: only lora mode leaves the backbone frozen")
     if args.warmup_steps < 0:
         parser.error("--warmup-steps must be >= 0")
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -368,8 +438,14 @@ def main(argv: list[str] | None = None) -> int:
         bf16=options.bf16,
         gradient_checkpointing=options.gradient_checkpointing,
         score_batch_size=options.score_batch_size,
+        mode=options.mode,
+        master_weights=options.master_weights,
+        pack=options.pack,
+        compile=options.compile,
     )
-    model, tokenizer, device, words = build(options.config, args)
+    model, tokenizer, device, words = build(
+        options.config, args, options.attention, options.bf16_base
+    )
     peak = peak_tflops(device, options.peak_tflops)
     parameters = sum(p.numel() for p in model.parameters())
     multiplying = parameters - input_embeddings(model.backbone).weight.numel()
@@ -397,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
                 words,
                 options.steps,
                 options.warmup_steps,
-                6 * multiplying,
+                training_flops_per_token(args.mode, multiplying),
             )
         )
     if options.phases in ("both", "score"):
@@ -407,7 +483,9 @@ def main(argv: list[str] | None = None) -> int:
 
     # On CUDA, training autocasts fp32 weights; scoring runs bf16 copies of them.
     precision = {"train": "bf16 autocast", "score": "bf16 weights"}
-    if not uses_bf16(args, device):
+    if args.master_weights:
+        precision["train"] = "bf16 weights, fp32 masters"
+    elif not uses_bf16(args, device):
         precision = {"train": "fp32", "score": "fp32"}
     rows = []
     for m in measurements:
@@ -415,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(
             {
                 "config": options.config,
+                "training": describe_training(args, options.attention),
                 "params": f"{parameters / 1e6:,.1f}M",
                 "matmul params": f"{multiplying / 1e6:,.1f}M",
                 "device": device.type,
@@ -433,6 +512,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     print()
     print(format_table(rows))
+    if options.json:
+        with options.json.open("a") as out:
+            out.writelines(json.dumps(row) + "\n" for row in rows)
     return 0
 
 
