@@ -7,7 +7,8 @@
 #   bash scripts/gpu_checks.sh quality  # carry .gpu_b (second half), .gpu_data, .whl_trl
 #
 # .whl holds the project's dependencies the machine's image lacks (py3.12 wheels),
-# .whl_trl TRL and its own (bench/trl_prm.py), .gpu_data ProcessBench's four files.
+# .whl_trl TRL and its own (bench/trl_prm.py), .gpu_data ProcessBench's four files:
+# scripts/gpu_prepare.sh builds them all here first (20 s).
 # A carried folder is removed from the machine by the next call that does not carry it
 # again, and /tmp stays while the machine is warm: so the first call installs into
 # /tmp/site and keeps the wheel's first half in /tmp for the second.
