@@ -103,8 +103,10 @@ def worker(
 ) -> subprocess.Popen[str]:
     """``python *command`` (``-m worker once``, say) on the database, from the project root,
     with the tiny model; ``settings`` are more STEPLABEL_ variables (lowercase names)."""
+    # The shell's own STEPLABEL_ settings (a strategy, a model) would change what is tested.
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("STEPLABEL_")}
     env = {
-        **os.environ,
+        **inherited,
         "STEPLABEL_DATABASE_URL": database_url,
         "STEPLABEL_CHECKPOINT_DIR": str(checkpoints),
         **{f"STEPLABEL_{name.upper()}": value for name, value in (TEST_WORKER | settings).items()},
