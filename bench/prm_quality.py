@@ -408,7 +408,7 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return float(np.mean(present)) if len(present) == len(values) else None
 
 
-def _show(estimate: dict[str, Any] | None) -> str:
+def show_estimate(estimate: dict[str, Any] | None) -> str:
     if not estimate or "value" not in estimate:
         return "n/a"
     return f"{estimate['value']:.3f} [{estimate['low']:.3f}, {estimate['high']:.3f}]"
@@ -441,13 +441,13 @@ def print_table(results: list[dict[str, Any]], out: Any = sys.stdout) -> None:
         for name, subset in pb["subsets"].items():
             error, correct = subset["accuracy_erroneous"], subset["accuracy_correct"]
             print(
-                f"| {model} | {name} | {_show(subset['f1'])} | "
-                f"{_share(error)} | {_share(correct)} | {_show(result['step_auroc'][name])} |",
+                f"| {model} | {name} | {show_estimate(subset['f1'])} | {_share(error)} | "
+                f"{_share(correct)} | {show_estimate(result['step_auroc'][name])} |",
                 file=out,
             )
         print(
-            f"| {model} | **mean / all** | {_show(pb['f1'])} | | | "
-            f"{_show(result['step_auroc']['all'])} |",
+            f"| {model} | **mean / all** | {show_estimate(pb['f1'])} | | | "
+            f"{show_estimate(result['step_auroc']['all'])} |",
             file=out,
         )
     print(file=out)
@@ -491,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the split's (and bootstrap's)")
     parser.add_argument(
         "--train-seeds",
-        type=_seeds,
+        type=seed_list,
         help="train each model once per seed, e.g. 0,1,2; figures pool them (default: --seed)",
     )
     parser.add_argument(
@@ -584,7 +584,8 @@ def with_prmbench(data: Split, options: argparse.Namespace) -> Split:
     return Split([*data.train, *extra], data.calibration, data.test)
 
 
-def _seeds(text: str) -> list[int]:
+def seed_list(text: str) -> list[int]:
+    """``--train-seeds``: "0,1,2" as [0, 1, 2]."""
     return [int(seed) for seed in text.split(",")]
 
 

@@ -73,11 +73,11 @@ from bench.prm_quality import (
     SHARED_DATA,
     Split,
     Trained,
-    _seeds,
-    _show,
     examples,
     figures,
     judge_model,
+    seed_list,
+    show_estimate,
     smollm2_args,
     split_from_options,
 )
@@ -317,8 +317,8 @@ def summary(result: dict[str, Any]) -> str:
         f"{sum(training['tokens']):,} tokens in {sum(training['seconds']):.1f} s, "
         f"{training['tokens_per_second']:,.0f} tokens/s, peak "
         f"{'n/a' if peak is None else f'{peak:.2f} GiB'}; step AUROC "
-        f"{_show(result['step_auroc']['all'])}, ProcessBench F1 "
-        f"{_show(result['processbench']['f1'])} on {result['split']['test']} test solutions"
+        f"{show_estimate(result['step_auroc']['all'])}, ProcessBench F1 "
+        f"{show_estimate(result['processbench']['f1'])} on {result['split']['test']} test solutions"
     )
 
 
@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-share", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=0, help="the split's (and bootstrap's)")
     parser.add_argument(
-        "--train-seeds", type=_seeds, help="train once per seed, e.g. 0,1,2 (default: --seed)"
+        "--train-seeds", type=seed_list, help="train once per seed, e.g. 0,1,2 (default: --seed)"
     )
     parser.add_argument("--epochs", type=int, help="default: the worker's (2)")
     parser.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")

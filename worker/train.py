@@ -242,8 +242,9 @@ class _Loop:
         self.masters = MasterWeights(model) if args.master_weights else None
         wrapped = _wrap(model, self.device)
         self.model = torch.compile(wrapped) if args.compile else wrapped
-        trained = self.masters.masters if self.masters else _trainable(model)
-        self.optimizer = _optimizer(trained, args)
+        self.trained = self.masters.masters if self.masters else _trainable(model)
+        """What the optimizer steps (and clipping reads): the masters, or the model's own."""
+        self.optimizer = _optimizer(self.trained, args)
         self.schedule = _linear_schedule(self.optimizer, total_steps, args.warmup_ratio)
         self.args = args
         self.total_steps = total_steps
@@ -270,7 +271,7 @@ class _Loop:
         if self.masters is not None:
             self.masters.grads_to_masters()
         if self.args.max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self.optimizer_parameters(), self.args.max_grad_norm)
+            nn.utils.clip_grad_norm_(self.trained, self.args.max_grad_norm)
         self.optimizer.step()
         if self.masters is not None:
             self.masters.masters_to_model()
@@ -279,9 +280,6 @@ class _Loop:
         self.tokens += batch.tokens
         self.steps += 1
         return loss.detach()
-
-    def optimizer_parameters(self) -> list[torch.Tensor]:
-        return [p for group in self.optimizer.param_groups for p in group["params"]]
 
     def finish(self) -> None:
         """The model as a fit leaves it: float32 weights again after bf16 ones."""
