@@ -2,6 +2,8 @@
 
     .venv/bin/python -m bench.features                        # every corpus, in this order
     .venv/bin/python -m bench.features --corpora gsm8k,math   # what the defaults read
+    .venv/bin/python -m bench.features --corpora math --solutions 64 --cache-dir /tmp/fc
+                                                  # tokens/s on a quick sample, empty cache
 
 The benches (bench/prm_quality.py, bench/active_learning.py) fill what they lack themselves;
 this computes it once, in the background, so that they start warm. Corpora: the four
@@ -49,16 +51,26 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help="PRMBench as bench/active_learning.py --corpus prmbench --per-subset N reads it",
     )
+    parser.add_argument(
+        "--solutions", type=int, help="only the first N of each corpus: a quick speed check"
+    )
+    parser.add_argument(
+        "--score-batch-size", type=int, help="sequences per forward pass (default: the CPU's, 1)"
+    )
     options = parser.parse_args(argv)
+    if min(options.solutions or 1, options.score_batch_size or 1) < 1:
+        parser.error("--solutions and --score-batch-size must be >= 1")
     settings = get_settings()
     base = resolve_base_model("smollm2-135m", settings.model_dir)
-    args = training_args_for(base, mode="head", device="cpu")
+    args = training_args_for(
+        base, mode="head", device="cpu", score_batch_size=options.score_batch_size
+    )
     model, tokenizer, _ = setup(args)
     cache = cache_for(model, args, options.cache_dir or settings.checkpoint_dir / "feature-cache")
     assert cache is not None  # head mode
     started = time.perf_counter()
     for name in options.corpora.split(","):
-        chosen = corpus(name, options.data, options.prmbench_trajectories)
+        chosen = corpus(name, options.data, options.prmbench_trajectories)[: options.solutions]
         items = [(i.problem, i.steps) for i in chosen]
 
         def report(

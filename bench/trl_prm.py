@@ -85,7 +85,13 @@ from worker.eval_sets import (
     PROCESSBENCH_SUBSETS,
     ProcessBenchItem,
 )
-from worker.model import IGNORE_INDEX, TrainingArgs, resolve_device, uses_bf16
+from worker.model import (
+    IGNORE_INDEX,
+    TrainingArgs,
+    resolve_device,
+    score_batch_size_on,
+    uses_bf16,
+)
 from worker.pretrained import resolve_base_model
 
 NAME = "trl-prm"
@@ -265,7 +271,8 @@ def train_trl(data: Split, options: argparse.Namespace, train_seed: int) -> Trai
         cpu_seconds = time.process_time() - cpu_started
 
     def probabilities(items: Sequence[ProcessBenchItem]) -> list[np.ndarray]:
-        wrong = wrong_probabilities(model, tokenizer, items, config, worker.score_batch_size)
+        per_batch = score_batch_size_on(worker, model.device)
+        wrong = wrong_probabilities(model, tokenizer, items, config, per_batch)
         return [three_classes(p) for p in wrong]
 
     notes = {

@@ -82,6 +82,7 @@ from worker.model import (
     pack_rows,
     prepare_tokenizer,
     resolve_device,
+    score_batch_size_on,
     use_expandable_cuda_segments,
     uses_bf16,
 )
@@ -311,13 +312,14 @@ def measure_scoring(
     def items(count: int, seed: int) -> list[tuple[str, list[str]]]:
         return [(e.problem, e.steps) for e in synthetic_examples(words, count, seed)]
 
-    score_with_throughput(model, tokenizer, items(args.score_batch_size, 3), args)
+    per_batch = score_batch_size_on(args, device)
+    score_with_throughput(model, tokenizer, items(per_batch, 3), args)
     _reset_peak_memory(device)
     measured = items(solutions, 4)
     _, throughput = score_with_throughput(model, tokenizer, measured, args)
     # The windows and batches step_probabilities makes (private), for the padding share.
     lengths = [len(w.encoded.input_ids) for w in _windows(tokenizer, measured, args.max_length)]
-    batches = length_batches(lengths, args.score_batch_size, args.max_tokens_per_batch)
+    batches = length_batches(lengths, per_batch, args.max_tokens_per_batch)
     return Measurement(
         "score",
         throughput.solutions,
@@ -380,7 +382,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=TrainingArgs.batch_size)
     parser.add_argument("--max-length", type=int, default=TrainingArgs.max_length)
     parser.add_argument("--solutions", type=int, default=256, help="solutions to score")
-    parser.add_argument("--score-batch-size", type=int, default=TrainingArgs.score_batch_size)
+    parser.add_argument("--score-batch-size", type=int, help="default: one on a CPU, 32 on a GPU")
     parser.add_argument(
         "--bf16",
         action=argparse.BooleanOptionalAction,
@@ -415,7 +417,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--peak-tflops", type=float, help="the GPU's peak bf16 TFLOP/s")
     args = parser.parse_args(argv)
-    if min(args.steps, args.batch_size, args.solutions, args.score_batch_size) < 1:
+    if min(args.steps, args.batch_size, args.solutions, args.score_batch_size or 1) < 1:
         parser.error("--steps, --batch-size, --solutions and --score-batch-size must be >= 1")
     if args.bf16_base and args.mode != "lora":
         parser.error("--bf16-base: only lora mode leaves the backbone frozen")

@@ -138,8 +138,9 @@ class TrainingArgs:
     steps pay for compiling (and a new batch shape may recompile): worth it for long runs."""
     held_out_fraction: float = 0.1
     """Share of problems (not examples) kept out of training for evaluation."""
-    score_batch_size: int = 32
-    """Sequences per forward pass when scoring and evaluating."""
+    score_batch_size: int | None = None
+    """Sequences per forward pass when scoring and evaluating; None: the device's choice
+    (``score_batch_size_on``)."""
     head_readings: tuple[str, ...] = LAST_LAYER
     """``head`` mode: which of the cached readings (``HEAD_READINGS``) the head reads; the
     other modes read the last layer's state at the step end alone."""
@@ -168,7 +169,7 @@ class TrainingArgs:
             "lora_rank": self.lora_rank >= 1,
             "device": self.device in ("auto", "cpu", "cuda"),
             "held_out_fraction": 0 <= self.held_out_fraction < 1,
-            "score_batch_size": self.score_batch_size >= 1,
+            "score_batch_size": (self.score_batch_size or 1) >= 1,
             "head_readings": bool(self.head_readings) and set(self.head_readings) <= set(readable),
             "head_hidden": self.head_hidden >= 0,
             "head_members": self.head_members >= 1,
@@ -691,6 +692,22 @@ def autocast(args: TrainingArgs, device: torch.device, enabled: bool = True) -> 
     return torch.autocast(
         device.type, dtype=torch.bfloat16, enabled=enabled and uses_bf16(args, device)
     )
+
+
+GPU_SCORE_BATCH_SIZE = 32
+
+
+def score_batch_size_on(args: TrainingArgs, device: torch.device) -> int:
+    """Sequences per scoring forward pass: ``args.score_batch_size``, or one on a CPU and
+    ``GPU_SCORE_BATCH_SIZE`` on a GPU.
+
+    A GPU needs many sequences at once to be busy. A CPU is kept busy by one: batching there
+    only adds padding and the slower masked attention (one sequence at a time read
+    ProcessBench's math solutions 4x faster on 2 cores; BENCHMARKS.md, "PRM worker").
+    """
+    if args.score_batch_size is not None:
+        return args.score_batch_size
+    return 1 if device.type == "cpu" else GPU_SCORE_BATCH_SIZE
 
 
 def length_batches(

@@ -29,6 +29,7 @@ from worker.model import (
     device_tensor,
     encode,
     length_batches,
+    score_batch_size_on,
     uses_bf16,
 )
 
@@ -241,7 +242,8 @@ def _window_features(
     todo = [i for i in range(len(windows)) if not keys or keys[i] not in known]
     lengths = [len(windows[i].encoded.input_ids) for i in todo]
     queued = []
-    for indices in length_batches(lengths, args.score_batch_size, args.max_tokens_per_batch):
+    per_batch = score_batch_size_on(args, device)
+    for indices in length_batches(lengths, per_batch, args.max_tokens_per_batch):
         batch = [todo[i] for i in indices]
         vectors = _step_vectors(model, weights, tokenizer, [windows[i] for i in batch])
         queued.append((batch, vectors))

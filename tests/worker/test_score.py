@@ -9,7 +9,7 @@ from transformers import PreTrainedTokenizerBase
 
 from tests.worker import ARITHMETIC, PROBLEM, equation, tiny_args, trained_arithmetic_prm
 from worker import score as scoring
-from worker.model import PRM, build_tiny, encode
+from worker.model import GPU_SCORE_BATCH_SIZE, PRM, build_tiny, encode, score_batch_size_on
 from worker.score import (
     _bf16_weights,
     _step_vectors,
@@ -48,6 +48,38 @@ def test_scores_come_back_in_the_callers_order(untrained: Untrained) -> None:
     for batched, single in zip(together, alone, strict=True):
         assert batched.step_scores == pytest.approx(single.step_scores, abs=1e-6)
     assert together[0].step_scores == pytest.approx(together[-1].step_scores, abs=1e-6)
+
+
+def test_a_cpu_scores_one_sequence_at_a_time_by_default(
+    untrained: Untrained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, tokenizer = untrained
+    batched, _ = step_probabilities(model, tokenizer, ITEMS, tiny_args(score_batch_size=4))
+    sizes: list[int] = []
+    real_step_vectors = scoring._step_vectors
+
+    def counting(
+        model: PRM,
+        weights: dict[str, torch.Tensor] | None,
+        tokenizer: PreTrainedTokenizerBase,
+        windows: list[scoring._Window],
+    ) -> torch.Tensor:
+        sizes.append(len(windows))
+        return real_step_vectors(model, weights, tokenizer, windows)
+
+    monkeypatch.setattr(scoring, "_step_vectors", counting)
+    default, _ = step_probabilities(model, tokenizer, ITEMS, tiny_args())
+
+    assert sizes == [1] * (len(ITEMS) - 1)  # the solution with no steps has no window
+    for a, b in zip(batched, default, strict=True):
+        assert a.shape == b.shape and np.allclose(a, b, atol=1e-6)
+
+
+def test_the_score_batch_size_is_the_devices_unless_set() -> None:
+    assert score_batch_size_on(tiny_args(), torch.device("cpu")) == 1
+    assert score_batch_size_on(tiny_args(), torch.device("cuda")) == GPU_SCORE_BATCH_SIZE
+    assert score_batch_size_on(tiny_args(score_batch_size=8), torch.device("cpu")) == 8
+    assert score_batch_size_on(tiny_args(score_batch_size=8), torch.device("cuda")) == 8
 
 
 def test_scoring_in_chunks_changes_nothing(
