@@ -81,8 +81,9 @@ def prefix_keys(input_ids: Sequence[int], positions: Sequence[int]) -> list[byte
 class FeatureCache:
     """Step features of one backbone, in one SQLite file under ``directory``.
 
-    With ``remember``, what was read once is kept in memory too: a bench that retrains on
-    the same features hundreds of times reads the file once.
+    With ``remember``, what was read once is kept in memory too, also by the solution's
+    text: a bench that retrains on the same features hundreds of times reads the file and
+    tokenizes each solution once.
     """
 
     def __init__(self, directory: str | Path, fingerprint: str, remember: bool = False) -> None:
@@ -92,6 +93,7 @@ class FeatureCache:
         self.hits = 0
         self.misses = 0
         self.memory: dict[bytes, np.ndarray] | None = {} if remember else None
+        self.texts: dict[TextKey, np.ndarray] | None = {} if remember else None
         with self._connect() as connection:
             connection.execute(
                 "CREATE TABLE IF NOT EXISTS features "
@@ -139,6 +141,26 @@ class FeatureCache:
         self.misses += len(set(keys)) - len(found)
         return found
 
+    def recall(self, items: Sequence[tuple[str, list[str]]], max_length: int) -> TextRecall:
+        """The remembered features of each (problem, steps) item, None where there are none
+        (always None without ``remember``)."""
+        texts = self.texts if self.texts is not None else {}
+        return [texts.get(text_key(p, s, max_length)) for p, s in items]
+
+    def remember(
+        self,
+        items: Sequence[tuple[str, list[str]]],
+        features: Sequence[np.ndarray],
+        max_length: int,
+    ) -> None:
+        """Keep each item's whole (steps, width) features by its text, read-only (callers
+        share them), where the cache remembers."""
+        if self.texts is None:
+            return
+        for (problem, steps), values in zip(items, features, strict=True):
+            values.flags.writeable = False
+            self.texts[text_key(problem, steps, max_length)] = values
+
     def put_many(self, entries: Iterable[tuple[bytes, np.ndarray, list[bytes]]]) -> None:
         """Store (key, features, prefix keys) entries; what is stored already stays."""
         rows, prefixes = [], []
@@ -157,6 +179,16 @@ class FeatureCache:
         with self._connect() as connection:
             count: int = connection.execute("SELECT count(*) FROM features").fetchone()[0]
         return count
+
+
+TextKey = tuple[str, tuple[str, ...], int]
+TextRecall = list[np.ndarray | None]
+
+
+def text_key(problem: str, steps: list[str], max_length: int) -> TextKey:
+    """A solution by its text and the truncation it is read with: the same tokenizer, as
+    one cache's backbone has, makes the same sequences of it."""
+    return (problem, tuple(steps), max_length)
 
 
 def _select(

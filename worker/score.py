@@ -113,10 +113,40 @@ def step_features(
 
     Runs on the device the model is on, in bf16 where ``args`` says so, a chunk of
     ``SOLUTIONS_PER_CHUNK`` solutions at a time. In ``head`` mode features are rounded as
-    the cache stores them, and with a ``cache`` only sequences it lacks are computed.
+    the cache stores them, and with a ``cache`` only sequences it lacks are computed; a
+    cache that remembers (``FeatureCache``) gives back the items it has seen before without
+    tokenizing them, as read-only arrays.
     """
     if cache is not None and args.mode != "head":
         raise ValueError("features are cached only in head mode (a frozen backbone)")
+    if cache is None or cache.texts is None:
+        return _step_features(model, tokenizer, items, args, cache)
+    started = time.perf_counter()
+    recalled = cache.recall(items, args.max_length)
+    missing = [i for i, values in enumerate(recalled) if values is None]
+    new = [items[i] for i in missing]
+    # Nothing new: no call, which would still set the model up (and copy bf16 weights).
+    computed, throughput = (
+        _step_features(model, tokenizer, new, args, cache)
+        if new
+        else ([], Throughput(0, 0, 0, 0.0))
+    )
+    cache.remember(new, computed, args.max_length)
+    for index, values in zip(missing, computed, strict=True):
+        recalled[index] = values
+    features = [values for values in recalled if values is not None]
+    seconds = time.perf_counter() - started
+    return features, replace(throughput, solutions=len(items), seconds=seconds)
+
+
+def _step_features(
+    model: PRM,
+    tokenizer: PreTrainedTokenizerBase,
+    items: list[tuple[str, list[str]]],
+    args: TrainingArgs,
+    cache: FeatureCache | None,
+) -> tuple[list[np.ndarray], Throughput]:
+    """``step_features`` without the remembered texts."""
     started = time.perf_counter()
     device = next(model.parameters()).device
     width = model.feature_width

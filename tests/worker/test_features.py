@@ -6,8 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from transformers import PreTrainedTokenizerBase
 
 from tests.worker import tiny_args
+from worker import score as scoring
 from worker.features import FeatureCache, cache_for, prefix_keys, sequence_key
 from worker.model import HEAD_READINGS, PRM, collate, encode, keep_layers
 from worker.score import step_features
@@ -73,6 +75,59 @@ def test_a_step_prefix_is_read_from_its_whole_sequence(
     # Another problem with the same steps is another sequence.
     _, computed = step_features(model, tokenizer, [("Other.", STEPS[:2])], args, cache)
     assert computed.sequences == 1
+
+
+def test_a_remembering_cache_gives_back_what_it_saw_without_tokenizing(
+    head_model: tuple[PRM, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, tokenizer = head_model
+    args = tiny_args(mode="head")
+    cache = cache_for(model, args, tmp_path, remember=True)
+    assert cache is not None
+    items = [(PROBLEM, STEPS), ("Other.", STEPS[:2])]
+    first, _ = step_features(model, tokenizer, items, args, cache)
+    tokenized: list[int] = []
+    real_windows = scoring._windows
+
+    def counting(
+        tokenizer: PreTrainedTokenizerBase,
+        items: list[tuple[str, list[str]]],
+        max_length: int,
+        first_item: int = 0,
+    ) -> list[scoring._Window]:
+        tokenized.append(len(items))
+        return real_windows(tokenizer, items, max_length, first_item)
+
+    monkeypatch.setattr(scoring, "_windows", counting)
+    again, throughput = step_features(model, tokenizer, [items[1], items[0]], args, cache)
+
+    assert tokenized == [] and throughput.sequences == 0 and throughput.solutions == 2
+    np.testing.assert_array_equal(again[0], first[1])
+    np.testing.assert_array_equal(again[1], first[0])
+    with pytest.raises(ValueError, match="read-only"):
+        again[0][0, 0] = 1.0  # shared between callers: nobody may change them
+    # A new item is tokenized (alone) and read; a changed truncation is another text.
+    longer = step_features(model, tokenizer, [(PROBLEM, STEPS[:3]), items[0]], args, cache)[0]
+    assert tokenized == [1]
+    np.testing.assert_array_equal(longer[0], first[0][:3])
+    shorter = tiny_args(mode="head", max_length=args.max_length - 1)
+    step_features(model, tokenizer, items[:1], shorter, cache)
+    assert tokenized == [1, 1]
+
+
+def test_a_cache_that_does_not_remember_tokenizes_every_time(
+    head_model: tuple[PRM, object], tmp_path: Path
+) -> None:
+    model, tokenizer = head_model
+    args = tiny_args(mode="head")
+    cache = cache_for(model, args, tmp_path)
+    assert cache is not None
+    step_features(model, tokenizer, [(PROBLEM, STEPS)], args, cache)
+
+    again, throughput = step_features(model, tokenizer, [(PROBLEM, STEPS)], args, cache)
+
+    assert cache.texts is None and cache.hits == 1 and throughput.sequences == 0
+    again[0][0, 0] = 1.0  # a fresh array, the caller's own
 
 
 def test_prefix_keys_are_the_keys_of_the_cut_sequences() -> None:
