@@ -25,6 +25,12 @@ def head_model() -> tuple[PRM, object]:
     return model, tokenizer
 
 
+def _cache(model: PRM, directory: Path, remember: bool = False) -> FeatureCache:
+    cache = cache_for(model, tiny_args(mode="head"), directory, remember)
+    assert cache is not None  # head mode
+    return cache
+
+
 def _last_states(backbone: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     output = backbone(input_ids=ids, attention_mask=mask, use_cache=False)
     states: torch.Tensor = output.last_hidden_state
@@ -62,8 +68,7 @@ def test_a_step_prefix_is_read_from_its_whole_sequence(
 ) -> None:
     model, tokenizer = head_model
     args = tiny_args(mode="head")
-    cache = cache_for(model, args, tmp_path)
-    assert cache is not None
+    cache = _cache(model, tmp_path)
     whole, _ = step_features(model, tokenizer, [(PROBLEM, STEPS)], args, cache)
 
     path, throughput = step_features(model, tokenizer, [(PROBLEM, STEPS[:2])], args, cache)
@@ -82,8 +87,7 @@ def test_a_remembering_cache_gives_back_what_it_saw_without_tokenizing(
 ) -> None:
     model, tokenizer = head_model
     args = tiny_args(mode="head")
-    cache = cache_for(model, args, tmp_path, remember=True)
-    assert cache is not None
+    cache = _cache(model, tmp_path, remember=True)
     items = [(PROBLEM, STEPS), ("Other.", STEPS[:2])]
     first, _ = step_features(model, tokenizer, items, args, cache)
     tokenized: list[int] = []
@@ -120,8 +124,7 @@ def test_a_cache_that_does_not_remember_tokenizes_every_time(
 ) -> None:
     model, tokenizer = head_model
     args = tiny_args(mode="head")
-    cache = cache_for(model, args, tmp_path)
-    assert cache is not None
+    cache = _cache(model, tmp_path)
     step_features(model, tokenizer, [(PROBLEM, STEPS)], args, cache)
 
     again, throughput = step_features(model, tokenizer, [(PROBLEM, STEPS)], args, cache)
