@@ -19,7 +19,6 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
 
 import numpy as np
 import torch
@@ -165,44 +164,38 @@ def fit_head(
 
     The standardization comes from all the steps; each member then trains from its own
     seed, on a bootstrap resample of the steps when there are several members (a lone
-    member sees every step once per epoch). The members train side by side
-    (``_StackedMembers``), each on its own batches, as if one after another. ``on_step``
-    hears after every optimizer step of the members (step, epoch, loss), counting one step
-    per member, and stops training by returning True.
+    member sees every step once per epoch). ``on_step`` hears after every optimizer step
+    (step, epoch, loss) and stops training by returning True.
     """
     inputs = _standardize(head, features)
     weights = _class_weights(classes) if training.class_balance else None
-    generators, rows = [], []
+    losses = np.zeros((len(head.members), training.epochs))
+    steps = 0
     for index, member in enumerate(head.members):
         generator = torch.Generator().manual_seed(training.seed * 1_000 + index)
         _reset(member, generator)
-        rows.append(
-            torch.randint(len(classes), (len(classes),), generator=generator)
-            if len(head.members) > 1
-            else torch.arange(len(classes))
-        )
-        generators.append(generator)
-    trainer = _StackedMembers(head.members, training, schedule, len(classes), weights)
-    losses = np.zeros((len(head.members), training.epochs))
-    steps = 0
-    try:
+        rows = torch.arange(len(classes))
+        if len(head.members) > 1:
+            rows = torch.randint(len(classes), (len(classes),), generator=generator)
+        trainer = _MemberTrainer(member, training, schedule, len(rows), weights)
         for epoch in range(training.epochs):
-            orders = torch.stack(
-                [
-                    r[torch.randperm(len(r), generator=g)]
-                    for r, g in zip(rows, generators, strict=True)
-                ]
-            )
+            order = rows[torch.randperm(len(rows), generator=generator)]
             epoch_losses = []
-            for batch in torch.split(orders, training.batch_size, dim=1):
+            for batch in torch.split(order, training.batch_size):
                 epoch_losses.append(trainer.step(inputs[batch], classes[batch]))
-                steps += len(head.members)
-                if on_step(steps, epoch, float(epoch_losses[-1].mean())):
-                    return HeadFit(losses[:, :epoch].mean(axis=0).tolist(), True, steps)
-            losses[:, epoch] = np.mean(epoch_losses, axis=0)
-    finally:
-        trainer.copy_back()
+                steps += 1
+                if on_step(steps, epoch, epoch_losses[-1]):
+                    return HeadFit(_mean_losses(losses, index, epoch), True, steps)
+            losses[index, epoch] = float(np.mean(epoch_losses))
     return HeadFit(losses.mean(axis=0).tolist(), False, steps)
+
+
+def _mean_losses(losses: np.ndarray, member: int, epoch: int) -> list[float]:
+    """The complete epochs' mean losses over the members that finished (stopped early)."""
+    done: list[float] = (
+        losses[0, :epoch] if member == 0 else losses[:member].mean(axis=0)
+    ).tolist()
+    return done
 
 
 def _standardize(head: StepHead, features: torch.Tensor) -> torch.Tensor:
@@ -233,85 +226,34 @@ def _reset(member: nn.Module, generator: torch.Generator) -> None:
                 layer.bias.uniform_(-bound, bound, generator=generator)
 
 
-class _StackedMembers:
-    """The members' weights stacked, layer by layer, into one tensor each: one batched
-    product per layer and one AdamW step train them all. Each member's gradient is its own
-    loss's (the losses are summed; no weight is shared) and AdamW works element by element,
-    so each member learns as it would alone, in a fifth of the small steps' overhead.
-    ``copy_back`` puts the weights into the members."""
+class _MemberTrainer:
+    """AdamW on one member, the L2 prior on its matrices, the learning-rate schedule."""
 
     def __init__(
         self,
-        members: nn.ModuleList,
+        member: nn.Module,
         training: HeadTraining,
         schedule: Schedule,
         rows: int,
         weights: torch.Tensor | None,
     ) -> None:
-        self.layers = [_layers(member) for member in members]
-        # Per position in a member: every member's linear layer there, or None (activation).
-        self.positions: list[list[nn.Linear] | None] = [
-            [cast(nn.Linear, layers[k]) for layers in self.layers]
-            if isinstance(layer, nn.Linear)
-            else None
-            for k, layer in enumerate(self.layers[0])
-        ]
-        self.stacked = [
-            None
-            if same is None
-            else (_stack([x.weight for x in same]), _stack([x.bias for x in same]))
-            for same in self.positions
-        ]
-        parameters = [p for pair in self.stacked if pair is not None for p in pair]
-        self.matrices = [pair[0] for pair in self.stacked if pair is not None]
+        self.member = member
         self.training = training
         self.weights = weights
-        self.optimizer = torch.optim.AdamW(parameters, lr=training.learning_rate, weight_decay=0.0)
+        self.optimizer = torch.optim.AdamW(
+            member.parameters(), lr=training.learning_rate, weight_decay=0.0
+        )
         total = training.epochs * math.ceil(rows / training.batch_size)
         self.schedule = schedule(self.optimizer, total, training.warmup_ratio)
+        self.matrices = [p for p in member.parameters() if p.ndim >= 2]
 
-    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        """(members, batch, width) inputs to (members, batch, 3) logits."""
-        hidden = inputs
-        for layer, pair in zip(self.layers[0], self.stacked, strict=True):
-            if pair is None:
-                hidden = layer(hidden)  # an activation, the same for every member
-            else:
-                weight, bias = pair
-                hidden = torch.baddbmm(bias.unsqueeze(1), hidden, weight.transpose(1, 2))
-        return hidden
-
-    def step(self, inputs: torch.Tensor, classes: torch.Tensor) -> np.ndarray:
-        """One AdamW step of every member on its own batch; each member's loss."""
-        logits = self.forward(inputs)
-        penalties = sum(m.square().sum(dim=(1, 2)) for m in self.matrices)
-        losses = torch.stack(
-            [
-                nn.functional.cross_entropy(member_logits, member_classes, weight=self.weights)
-                for member_logits, member_classes in zip(logits, classes, strict=True)
-            ]
-        )
-        losses = losses + self.training.weight_decay / 2 * penalties
-        losses.sum().backward()  # type: ignore[no-untyped-call]
+    def step(self, inputs: torch.Tensor, classes: torch.Tensor) -> float:
+        logits = self.member(inputs)
+        penalty = sum(p.square().sum() for p in self.matrices)
+        loss = nn.functional.cross_entropy(logits, classes, weight=self.weights)
+        loss = loss + self.training.weight_decay / 2 * penalty
+        loss.backward()  # type: ignore[no-untyped-call]
         self.optimizer.step()
         self.schedule.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return losses.detach().numpy()
-
-    def copy_back(self) -> None:
-        with torch.no_grad():
-            for same, pair in zip(self.positions, self.stacked, strict=True):
-                if same is None or pair is None:
-                    continue
-                for index, linear in enumerate(same):
-                    linear.weight.copy_(pair[0][index])
-                    linear.bias.copy_(pair[1][index])
-
-
-def _stack(tensors: list[torch.Tensor]) -> torch.Tensor:
-    return torch.stack([t.detach() for t in tensors]).requires_grad_()
-
-
-def _layers(member: nn.Module) -> list[nn.Module]:
-    """A member's layers in order: a linear layer alone, or an MLP's."""
-    return list(member) if isinstance(member, nn.Sequential) else [member]
+        return float(loss.item())

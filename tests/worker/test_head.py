@@ -1,7 +1,5 @@
 """The head mode's head: members, readings, training, and checkpoints of it."""
 
-import copy
-import math
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +9,7 @@ from safetensors.torch import save_file
 
 from tests.worker import arithmetic_examples, tiny_args
 from worker.checkpoint import HEAD_FILE, load_checkpoint, save_checkpoint
-from worker.head import HeadTraining, StepHead, _reset, fit_head
+from worker.head import HeadTraining, StepHead, fit_head
 from worker.model import HEAD_READINGS, LAST_LAYER
 from worker.score import score_solutions
 from worker.train import _linear_schedule, fit, labeled_step_features, setup
@@ -88,50 +86,6 @@ def test_class_balance_raises_the_rare_class() -> None:
     p_plain = plain.member_probabilities(noisy.numpy())[0][:, 0].mean()
     p_balanced = balanced.member_probabilities(noisy.numpy())[0][:, 0].mean()
     assert p_balanced > 2 * p_plain
-
-
-def _alone(
-    member: torch.nn.Module,
-    index: int,
-    features: torch.Tensor,
-    classes: torch.Tensor,
-    training: HeadTraining,
-) -> None:
-    """Train one member of a head of several by itself, as the head's members once trained
-    one after another: the reference the side-by-side training must match."""
-    generator = torch.Generator().manual_seed(training.seed * 1_000 + index)
-    _reset(member, generator)
-    rows = torch.randint(len(classes), (len(classes),), generator=generator)
-    optimizer = torch.optim.AdamW(member.parameters(), lr=training.learning_rate, weight_decay=0)
-    total = training.epochs * math.ceil(len(rows) / training.batch_size)
-    schedule = _linear_schedule(optimizer, total, training.warmup_ratio)
-    matrices = [p for p in member.parameters() if p.ndim >= 2]
-    for _ in range(training.epochs):
-        order = rows[torch.randperm(len(rows), generator=generator)]
-        for batch in torch.split(order, training.batch_size):
-            loss = torch.nn.functional.cross_entropy(member(features[batch]), classes[batch])
-            penalty = sum(p.square().sum() for p in matrices)
-            (loss + training.weight_decay / 2 * penalty).backward()
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad()
-
-
-@pytest.mark.parametrize("hidden", [0, 8])
-def test_members_trained_side_by_side_learn_what_each_would_alone(hidden: int) -> None:
-    features, classes = _separable(300, seed=6)
-    head = StepHead(6, hidden=hidden, members=3, standardized=True)
-    training = _training(epochs=4)
-
-    fit_head(head, features, classes, training, _linear_schedule)
-
-    with torch.no_grad():
-        standardized = head.inputs(features)
-    for index, trained in enumerate(head.members):
-        alone = copy.deepcopy(trained)
-        _alone(alone, index, standardized, classes, training)
-        for mine, reference in zip(trained.parameters(), alone.parameters(), strict=True):
-            torch.testing.assert_close(mine, reference, atol=1e-6, rtol=1e-5)
 
 
 def test_training_stops_when_asked() -> None:
