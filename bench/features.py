@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         "--score-batch-size", type=int, help="sequences per forward pass (default: the CPU's, 1)"
     )
     options = parser.parse_args(argv)
-    if min(options.solutions or 1, options.score_batch_size or 1) < 1:
+    if any(n is not None and n < 1 for n in (options.solutions, options.score_batch_size)):
         parser.error("--solutions and --score-batch-size must be >= 1")
     settings = get_settings()
     base = resolve_base_model("smollm2-135m", settings.model_dir)

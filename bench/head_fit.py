@@ -22,23 +22,12 @@ import time
 
 import torch
 
-from worker.head import HeadTraining, StepHead, fit_head
-from worker.model import HEAD_READINGS, MODE_TRAINING
-from worker.train import _linear_schedule
+from worker.head import StepHead, fit_head
+from worker.model import HEAD_READINGS, MODE_TRAINING, training_args_for
+from worker.train import _linear_schedule, head_training
 
 SMOLLM2_WIDTH = 576
 DEFAULTS = MODE_TRAINING["head"]
-
-
-def training(seed: int) -> HeadTraining:
-    return HeadTraining(
-        learning_rate=DEFAULTS["learning_rate"],
-        epochs=DEFAULTS["epochs"],
-        batch_size=DEFAULTS["batch_size"],
-        weight_decay=DEFAULTS["weight_decay"],
-        warmup_ratio=DEFAULTS["warmup_ratio"],
-        seed=seed,
-    )
 
 
 def time_fit(steps: int, width: int, hidden: int, members: int, seed: int) -> float:
@@ -48,7 +37,8 @@ def time_fit(steps: int, width: int, hidden: int, members: int, seed: int) -> fl
     classes = torch.randint(0, 3, (steps,), generator=generator)
     head = StepHead(width, hidden=hidden, members=members, standardized=True)
     started = time.perf_counter()
-    fit_head(head, features, classes, training(seed), _linear_schedule)
+    training = head_training(training_args_for("smollm2-135m", mode="head", seed=seed))
+    fit_head(head, features, classes, training, _linear_schedule)
     return time.perf_counter() - started
 
 

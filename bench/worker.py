@@ -417,7 +417,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--peak-tflops", type=float, help="the GPU's peak bf16 TFLOP/s")
     args = parser.parse_args(argv)
-    if min(args.steps, args.batch_size, args.solutions, args.score_batch_size or 1) < 1:
+    given = [args.steps, args.batch_size, args.solutions, args.score_batch_size]
+    if min(n for n in given if n is not None) < 1:
         parser.error("--steps, --batch-size, --solutions and --score-batch-size must be >= 1")
     if args.bf16_base and args.mode != "lora":
         parser.error("--bf16-base: only lora mode leaves the backbone frozen")

@@ -169,7 +169,7 @@ class TrainingArgs:
             "lora_rank": self.lora_rank >= 1,
             "device": self.device in ("auto", "cpu", "cuda"),
             "held_out_fraction": 0 <= self.held_out_fraction < 1,
-            "score_batch_size": (self.score_batch_size or 1) >= 1,
+            "score_batch_size": self.score_batch_size is None or self.score_batch_size >= 1,
             "head_readings": bool(self.head_readings) and set(self.head_readings) <= set(readable),
             "head_hidden": self.head_hidden >= 0,
             "head_members": self.head_members >= 1,

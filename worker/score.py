@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import numpy as np
 import torch
@@ -125,16 +126,11 @@ def step_features(
     recalled = cache.recall(items, args.max_length)
     missing = [i for i, values in enumerate(recalled) if values is None]
     new = [items[i] for i in missing]
-    # Nothing new: no call, which would still set the model up (and copy bf16 weights).
-    computed, throughput = (
-        _step_features(model, tokenizer, new, args, cache)
-        if new
-        else ([], Throughput(0, 0, 0, 0.0))
-    )
+    computed, throughput = _step_features(model, tokenizer, new, args, cache)
     cache.remember(new, computed, args.max_length)
     for index, values in zip(missing, computed, strict=True):
         recalled[index] = values
-    features = [values for values in recalled if values is not None]
+    features = cast(list[np.ndarray], recalled)  # every item's, now
     seconds = time.perf_counter() - started
     return features, replace(throughput, solutions=len(items), seconds=seconds)
 
@@ -147,6 +143,8 @@ def _step_features(
     cache: FeatureCache | None,
 ) -> tuple[list[np.ndarray], Throughput]:
     """``step_features`` without the remembered texts."""
+    if not items:  # nothing to set the model up for (nor to copy bf16 weights for)
+        return [], Throughput(0, 0, 0, 0.0)
     started = time.perf_counter()
     device = next(model.parameters()).device
     width = model.feature_width

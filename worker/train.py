@@ -448,7 +448,14 @@ def _fit_head_on_host(
     on_progress: Callable[[Progress], None] | None,
     should_stop: Callable[[], bool] | None,
 ) -> HeadFit:
-    training = HeadTraining(
+    report = _head_step_reporter(args, len(steps.classes), on_progress, should_stop)
+    training = head_training(args)
+    return fit_head(head, steps.features, steps.classes, training, _linear_schedule, report)
+
+
+def head_training(args: TrainingArgs) -> HeadTraining:
+    """How ``head`` mode trains the head, from the training arguments."""
+    return HeadTraining(
         learning_rate=args.learning_rate,
         epochs=args.epochs,
         batch_size=args.batch_size,
@@ -457,8 +464,6 @@ def _fit_head_on_host(
         seed=args.seed,
         class_balance=args.head_class_balance,
     )
-    report = _head_step_reporter(args, len(steps.classes), on_progress, should_stop)
-    return fit_head(head, steps.features, steps.classes, training, _linear_schedule, report)
 
 
 def _head_step_reporter(

@@ -80,6 +80,8 @@ def test_the_score_batch_size_is_the_devices_unless_set() -> None:
     assert score_batch_size_on(tiny_args(), torch.device("cuda")) == GPU_SCORE_BATCH_SIZE
     assert score_batch_size_on(tiny_args(score_batch_size=8), torch.device("cpu")) == 8
     assert score_batch_size_on(tiny_args(score_batch_size=8), torch.device("cuda")) == 8
+    with pytest.raises(ValueError, match="score_batch_size"):
+        tiny_args(score_batch_size=0)
 
 
 def test_scoring_in_chunks_changes_nothing(
