@@ -23,7 +23,7 @@ written as the PRM800K record a labeler would produce (a rated completion per st
 path ending at the first error) and turned into its training example by the worker's own
 ``examples_from_record`` (worker/data.py), checked against the item's labels.
 
-Each seed (``--seeds``, default 5; a seed changes the uniform seed set and the random
+Each seed (``--seeds``, default 10; a seed changes the uniform seed set and the random
 strategies' draws, never the split nor the head's initialization): ``--seed-size`` (50)
 pool solutions chosen uniformly are labeled and the PRM trained on them (worker/train.py
 ``fit`` in ``head`` mode: SmolLM2-135M's frozen features from the shared feature cache, a
@@ -43,7 +43,13 @@ single solution, so picking K per problem would mean picking problems), or with
 (``max_size``). The strategies are worker/select.py's: ``uniform``; ``convincing_wrong``
 (``--wrong-share`` of the batch the highest-scored solutions whose final answer is wrong,
 the rest the highest-scored others); ``random_wrong`` (the same share of wrong answers, at
-random); ``uncertain`` (the largest entropy of the first-error prediction).
+random); ``uncertain`` (the largest entropy of the first-error prediction); and the
+uncertainty and diversity rules the module lists (``STRATEGIES``).
+
+Seeds run side by side in ``--workers`` processes, by default one per CPU core in ``head``
+mode: a round's head is too small to share two threads (the rounds run on one), so a
+second core would otherwise sit idle. A seed's runs depend on the seed alone, so the
+figures are the same with any number of workers; only the wall time changes.
 
 Figures at each budget, on the test problems (worker/evaluate.py): ProcessBench F1 (the
 subsets' mean; threshold chosen on the calibration problems) and step AUROC (P(-1) of the
@@ -71,11 +77,14 @@ import argparse
 import hashlib
 import json
 import math
+import multiprocessing
+import os
 import random
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
@@ -377,15 +386,32 @@ class Snapshot:
         return None if statistic is None else statistic(np.arange(units))
 
 
-def snapshot(learner: Learner, data: Data, labeled: list[int], judge: str) -> Snapshot:
-    """Judged on the test problems, the threshold chosen on the calibration problems; with
-    ``judge="calibration"`` on the calibration problems alone (the threshold too), never
-    reading a test problem."""
+@dataclass(frozen=True)
+class Judged:
+    """What a snapshot is made of, in plain arrays that a worker process can send back: the
+    labels so far, how many of them hold an error, and the PRM's class probabilities on the
+    judged solutions (the calibration ones first)."""
+
+    labels: int
+    negatives: int
+    probabilities: list[np.ndarray]
+
+
+def judged(learner: Learner, data: Data, labeled: list[int], judge: str) -> Judged:
+    """The PRM read on the calibration and test problems; with ``judge="calibration"`` on
+    the calibration problems alone, never reading a test problem."""
+    calibration = data.split.calibration
+    solutions = calibration if judge == "calibration" else [*calibration, *data.split.test]
+    negatives = sum(data.pool[i].label >= 0 for i in labeled)
+    return Judged(len(labeled), negatives, learner.probabilities(solutions))
+
+
+def snapshot(reading: Judged, data: Data, judge: str) -> Snapshot:
+    """Judged on the test problems, the threshold chosen on the calibration problems (or on
+    the calibration problems alone, the threshold too)."""
     calibration = data.split.calibration
     test = calibration if judge == "calibration" else data.split.test
-    probabilities = learner.probabilities(
-        calibration if judge == "calibration" else [*calibration, *test]
-    )
+    probabilities = reading.probabilities
     step_scores = [solution_score(p).step_scores for p in probabilities]
     threshold = evaluate.choose_threshold(
         evaluate.FirstErrors(step_scores[: len(calibration)], [i.label for i in calibration])
@@ -402,8 +428,8 @@ def snapshot(learner: Learner, data: Data, labeled: list[int], judge: str) -> Sn
     f1, strata = evaluate.mean_f1_statistic(subsets, threshold)
     steps = step_set(examples(test), probabilities)
     return Snapshot(
-        labels=len(labeled),
-        negatives=sum(data.pool[i].label >= 0 for i in labeled),
+        labels=reading.labels,
+        negatives=reading.negatives,
         threshold=threshold,
         f1=remembered(f1),
         f1_strata=strata.tolist(),
@@ -439,10 +465,13 @@ class Run:
     seed: int
     strategy: Strategy
     labeled: list[int]
-    snapshots: dict[int, Snapshot]
+    judged: dict[int, Judged]
     seconds: float = 0.0
     """Selecting, training and scoring the pool, all rounds (the seed set's not counted)."""
     rounds: int = 0
+    snapshots: dict[int, Snapshot] = field(default_factory=dict)
+    """``judged``, judged: filled in the main process (a snapshot's statistics are
+    closures, which do not travel between processes)."""
 
 
 @dataclass(frozen=True)
@@ -451,7 +480,7 @@ class Start:
 
     seed: int
     labeled: list[int]
-    snapshot: Snapshot
+    judged: Judged
     candidates: list[Candidate]
     seconds: float
 
@@ -459,8 +488,8 @@ class Start:
 class Progress:
     """One line per round on stderr, with the time since the bench began."""
 
-    def __init__(self, out: TextIO = sys.stderr) -> None:
-        self.started = time.perf_counter()
+    def __init__(self, out: TextIO = sys.stderr, started: float | None = None) -> None:
+        self.started = time.perf_counter() if started is None else started
         self.out = out
 
     def line(self, text: str) -> None:
@@ -485,8 +514,7 @@ def start(learner: Learner, data: Data, seed: int, options: argparse.Namespace) 
     unlabeled = sorted(set(range(len(data.pool))) - set(labeled))
     candidates = learner.candidates(data, unlabeled)
     seconds = time.perf_counter() - started
-    shot = snapshot(learner, data, labeled, options.judge)
-    return Start(seed, labeled, shot, candidates, seconds)
+    return Start(seed, labeled, judged(learner, data, labeled, options.judge), candidates, seconds)
 
 
 def grow(
@@ -499,8 +527,7 @@ def grow(
 ) -> Run:
     """Label round after round by ``strategy`` from the seed set up to the largest budget."""
     schedule: Schedule = options.schedule
-    run = Run(begun.seed, strategy, list(begun.labeled), {})
-    run.snapshots[len(begun.labeled)] = begun.snapshot
+    run = Run(begun.seed, strategy, list(begun.labeled), {len(begun.labeled): begun.judged})
     candidates = begun.candidates
     while len(run.labeled) < schedule.budgets[-1]:
         started = time.perf_counter()
@@ -518,15 +545,69 @@ def grow(
         seconds = time.perf_counter() - started
         run.seconds += seconds
         run.rounds += 1
-        judged = ""
+        figures = ""
         if len(run.labeled) in schedule.budgets:
-            shot = snapshot(learner, data, run.labeled, options.judge)
-            run.snapshots[len(run.labeled)] = shot
-            judged = f", F1 {_number(shot.value('f1'))}, AUROC {_number(shot.value('auroc'))}"
+            reading = judged(learner, data, run.labeled, options.judge)
+            run.judged[len(run.labeled)] = reading
+            figures = _figures(snapshot(reading, data, options.judge))
         progress.line(
-            f"seed {run.seed} {strategy}: {len(run.labeled)} labels, round {seconds:.1f} s{judged}"
+            f"seed {run.seed} {strategy}: {len(run.labeled)} labels, round {seconds:.1f} s{figures}"
         )
     return run
+
+
+def _figures(shot: Snapshot) -> str:
+    return f", F1 {_number(shot.value('f1'))}, AUROC {_number(shot.value('auroc'))}"
+
+
+def seed_runs(
+    learner: Learner, data: Data, seed: int, options: argparse.Namespace, progress: Progress
+) -> tuple[float, list[Run]]:
+    """Every strategy from one seed's seed set, and the seconds the seed set took."""
+    begun = start(learner, data, seed, options)
+    shot = snapshot(begun.judged, data, options.judge)
+    progress.line(
+        f"seed {seed}: seed set of {len(begun.labeled)} in {begun.seconds:.1f} s" + _figures(shot)
+    )
+    runs = [grow(learner, data, s, begun, options, progress) for s in options.strategies]
+    return begun.seconds, runs
+
+
+_IN_WORKER: dict[str, Any] = {}
+"""A worker process's learner, data, options and progress, loaded once by ``_start_worker``."""
+
+
+def _start_worker(options: argparse.Namespace, started: float) -> None:
+    torch.set_num_threads(1)
+    _IN_WORKER.update(
+        learner=Learner.load(options),
+        data=load(options),
+        options=options,
+        progress=Progress(started=started),
+    )
+
+
+def _seed_in_worker(seed: int) -> tuple[float, list[Run]]:
+    return seed_runs(seed=seed, **_IN_WORKER)
+
+
+def every_seed(
+    learner: Learner, data: Data, options: argparse.Namespace, progress: Progress
+) -> list[tuple[float, list[Run]]]:
+    """``seed_runs`` for each seed, in order: here, or side by side in ``--workers``
+    processes. A seed's runs depend on nothing but the seed (every draw is seeded from it,
+    every head retrained from the same start), so the figures are the same either way."""
+    seeds = range(options.seeds)
+    if options.workers == 1:
+        return [seed_runs(learner, data, seed, options, progress) for seed in seeds]
+    # Spawned, not forked: a fork would inherit the warm-up's thread pool mid-state.
+    with ProcessPoolExecutor(
+        options.workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_start_worker,
+        initargs=(options, progress.started),
+    ) as pool:
+        return list(pool.map(_seed_in_worker, seeds))
 
 
 def compare(data: Data, options: argparse.Namespace, progress: Progress) -> dict[str, Any]:
@@ -542,23 +623,18 @@ def compare(data: Data, options: argparse.Namespace, progress: Progress) -> dict
         torch.set_num_threads(1)
     runs: dict[Strategy, list[Run]] = {s: [] for s in options.strategies}
     starts = []
-    for seed in range(options.seeds):
-        begun = start(learner, data, seed, options)
-        progress.line(
-            f"seed {seed}: seed set of {len(begun.labeled)} in {begun.seconds:.1f} s, "
-            f"F1 {_number(begun.snapshot.value('f1'))}, "
-            f"AUROC {_number(begun.snapshot.value('auroc'))}"
-        )
-        starts.append(round(begun.seconds, 1))
-        for strategy in options.strategies:
-            runs[strategy].append(grow(learner, data, strategy, begun, options, progress))
+    for seconds, of_seed in every_seed(learner, data, options, progress):
+        starts.append(round(seconds, 1))
+        for run in of_seed:
+            run.snapshots = {n: snapshot(j, data, options.judge) for n, j in run.judged.items()}
+            runs[run.strategy].append(run)
     whole = None
     if len(data.pool) > options.schedule.budgets[-1]:
         # Uniform's curve goes on to the whole pool, the same labels for every seed: how
         # far past the largest budget it would take uniform to catch up stays measurable.
         everything = list(range(len(data.pool)))
         learner.fit([data.examples[i] for i in everything])
-        whole = snapshot(learner, data, everything, options.judge)
+        whole = snapshot(judged(learner, data, everything, options.judge), data, options.judge)
         progress.line(f"the whole pool, {len(everything)} labels: F1 {_number(whole.value('f1'))}")
     torch.set_num_threads(threads)
     setup = {
@@ -569,6 +645,7 @@ def compare(data: Data, options: argparse.Namespace, progress: Progress) -> dict
         "device": learner.described,
         "feature_sequences_computed": warmed.sequences,
         "feature_seconds": round(warmed.seconds, 1),
+        "workers": options.workers,
         "seed_set_seconds": starts,
     }
     return {"runs": runs, "setup": setup, "whole_pool": whole}
@@ -1041,6 +1118,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--seeds", type=int, default=10, help="seeds 0 .. N-1")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="seeds run side by side in this many processes (default: in head mode one per "
+        "CPU core, at most one per seed; otherwise 1, in this process)",
+    )
     parser.add_argument("--seed-size", type=int, default=50, help="the uniform seed set")
     parser.add_argument("--budgets", default="100,200,400", help="cumulative labels")
     parser.add_argument("--batch", type=int, default=50, help="labels per round (0: to the budget)")
@@ -1058,6 +1141,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if budgets[0] <= options.seed_size or options.seed_size < 1:
         parser.error("the budgets must exceed the seed set, which must not be empty")
     options.schedule = Schedule(options.seed_size, budgets, options.batch or None)
+    if options.workers is None:
+        cores = os.cpu_count() or 1
+        options.workers = min(cores, options.seeds) if options.mode == "head" else 1
+    if options.workers < 1:
+        parser.error("--workers must be at least 1")
     options.cache_dir = options.cache_dir or get_settings().checkpoint_dir / "feature-cache"
     options.base_model = resolve_base_model(options.model, get_settings().model_dir)
     return options

@@ -11,6 +11,7 @@ from bench.active_learning import (
     TEST_SHARE,
     labels_to_reach,
     main,
+    parse,
     primary_figure,
     rule_pick,
     training_example,
@@ -136,6 +137,49 @@ def test_every_strategy_labels_each_budget_and_never_a_test_problem(
     assert all(e["low"] <= e["value"] <= e["high"] for e in shown)
     assert all(0 <= r["negatives_per_label"] <= 1 for r in rows)
     assert plot.read_text().startswith("<svg")
+
+
+def test_seeds_side_by_side_give_the_figures_of_one_process(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    def figures(workers: int) -> dict[str, Any]:
+        written = tmp_path / f"workers-{workers}.json"
+        main(
+            [
+                "--model=tiny",
+                f"--subsets={','.join(SUBSETS)}",
+                f"--per-subset={PER_SUBSET}",
+                f"--seed-size={SEED_SIZE}",
+                f"--budgets={BUDGETS[0]}",
+                "--batch=2",
+                "--seeds=3",
+                f"--workers={workers}",
+                "--strategies=uniform,ensemble,random_wrong",
+                f"--cache-dir={tmp_path / 'cache'}",
+                f"--plot={tmp_path / 'plot.svg'}",
+                f"--json={written}",
+            ]
+        )
+        return dict(json.loads(written.read_text()))
+
+    # One process computes the features; the workers read them back from the cache.
+    alone, side_by_side = figures(1), figures(2)
+    assert (alone["setup"]["workers"], side_by_side["setup"]["workers"]) == (1, 2)
+    assert side_by_side["setup"]["feature_sequences_computed"] == 0
+
+    def outcome(result: dict[str, Any]) -> list[tuple[Any, ...]]:
+        return [(r["seed"], r["strategy"], r["labeled"], r["snapshots"]) for r in result["runs"]]
+
+    assert [r["seed"] for r in side_by_side["runs"]] == [0, 1, 2] * 3
+    assert outcome(side_by_side) == outcome(alone)
+    assert side_by_side["rows"] == alone["rows"]
+
+
+def test_workers_must_be_at_least_one(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse(["--model=tiny", "--workers=0"])
+    assert "--workers must be at least 1" in capsys.readouterr().err
+    assert parse(["--model=tiny", "--mode=full"]).workers == 1  # a GPU's whole model: one process
 
 
 def test_full_mode_trains_without_the_feature_cache_and_records_the_device(
