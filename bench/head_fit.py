@@ -24,7 +24,7 @@ import torch
 
 from worker.head import StepHead, fit_head
 from worker.model import HEAD_READINGS, MODE_TRAINING, training_args_for
-from worker.train import _linear_schedule, head_training
+from worker.train import head_training, linear_schedule
 
 SMOLLM2_WIDTH = 576
 DEFAULTS = MODE_TRAINING["head"]
@@ -38,7 +38,7 @@ def time_fit(steps: int, width: int, hidden: int, members: int, seed: int) -> fl
     head = StepHead(width, hidden=hidden, members=members, standardized=True)
     started = time.perf_counter()
     training = head_training(training_args_for("smollm2-135m", mode="head", seed=seed))
-    fit_head(head, features, classes, training, _linear_schedule)
+    fit_head(head, features, classes, training, linear_schedule)
     return time.perf_counter() - started
 
 

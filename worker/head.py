@@ -94,7 +94,7 @@ class StepHead(nn.Module):
         keeps distances, nearly: Johnson and Lindenstrauss), so a pool's embeddings stay
         small. Zeros for a solution with no steps."""
         with torch.no_grad():
-            inputs = self.inputs(torch.from_numpy(features).to(self.device, torch.float32))
+            inputs = self.inputs(torch.tensor(features, dtype=torch.float32, device=self.device))
         if not len(inputs):
             return np.zeros(EMBEDDING_WIDTH, dtype=np.float32)
         mean = inputs.mean(dim=0).cpu().numpy()

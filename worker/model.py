@@ -160,7 +160,9 @@ class TrainingArgs:
             "learning_rate": self.learning_rate > 0,
             "epochs": self.epochs >= 1,
             "batch_size": self.batch_size >= 1,
-            "max_tokens_per_batch": (self.max_tokens_per_batch or 1) >= 1,
+            "max_tokens_per_batch": (
+                self.max_tokens_per_batch is None or self.max_tokens_per_batch >= 1
+            ),
             "length_pool_batches": self.length_pool_batches >= 1,
             "max_length": self.max_length >= 2,
             "weight_decay": self.weight_decay >= 0,

@@ -189,7 +189,7 @@ def _optimizer(params: list[torch.Tensor], args: TrainingArgs) -> torch.optim.Ad
     return torch.optim.AdamW(groups, lr=args.learning_rate, fused=fused)
 
 
-def _linear_schedule(
+def linear_schedule(
     optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float
 ) -> torch.optim.lr_scheduler.LambdaLR:
     warmup = int(warmup_ratio * total_steps)
@@ -245,7 +245,7 @@ class _Loop:
         self.trained = self.masters.masters if self.masters else _trainable(model)
         """What the optimizer steps (and clipping reads): the masters, or the model's own."""
         self.optimizer = _optimizer(self.trained, args)
-        self.schedule = _linear_schedule(self.optimizer, total_steps, args.warmup_ratio)
+        self.schedule = linear_schedule(self.optimizer, total_steps, args.warmup_ratio)
         self.args = args
         self.total_steps = total_steps
         self.on_progress = on_progress
@@ -450,7 +450,7 @@ def _fit_head_on_host(
 ) -> HeadFit:
     report = _head_step_reporter(args, len(steps.classes), on_progress, should_stop)
     training = head_training(args)
-    return fit_head(head, steps.features, steps.classes, training, _linear_schedule, report)
+    return fit_head(head, steps.features, steps.classes, training, linear_schedule, report)
 
 
 def head_training(args: TrainingArgs) -> HeadTraining:

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from app.models import Role
 from tests.browser.conftest import TIMEOUT_MS
 from tests.browser.live import Labeler, LiveApp, SolutionSpec, queue
-from tests.browser.pages import log_in, wait_for_task
+from tests.browser.pages import log_in, submit_login, wait_for_task
 from tests.factories import PASSWORD, make_user
 
 ADMIN_PAGES = [
@@ -51,9 +51,7 @@ def admin_page(browser: Browser, live_app: LiveApp) -> Iterator[Page]:
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
     page.goto("/login")
-    page.get_by_label("Name").fill(name)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    submit_login(page, name, PASSWORD)
     expect(page).to_have_url(re.compile(r"/admin$"))
     yield page
     context.close()

@@ -21,7 +21,7 @@ from app.quality.questions import mark_quality_control
 from app.templating import decimal
 from tests.browser.conftest import TIMEOUT_MS
 from tests.browser.live import ROOT, Labeler, LiveApp, SolutionSpec, add_labeler, queue
-from tests.browser.pages import log_in, press, task_swap, wait_for_task
+from tests.browser.pages import log_in, press, submit_login, task_swap, wait_for_task
 from tests.factories import PASSWORD, make_label, make_solution, make_user, prm_run_metrics
 
 ARTIFACTS = ROOT / "test-artifacts"
@@ -39,9 +39,7 @@ def admin_page(browser: Browser, live_app: LiveApp) -> Iterator[Page]:
     page = context.new_page()
     page.goto("/admin")
     expect(page).to_have_url(re.compile(r"/login\?next=%2Fadmin$"))
-    page.get_by_label("Name").fill(name)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    submit_login(page, name, PASSWORD)
     expect(page).to_have_url(re.compile(r"/admin$"))
     yield page
     context.close()

@@ -20,7 +20,15 @@ from app.datasets.demo_seed import DEMO_PROBLEMS, QUEUED_PER_PROBLEM, SeedReport
 from app.datasets.export import ExportFilter, write_export
 from app.models import Assignment, Solution, User
 from tests.browser.live import ROOT, Labeler, LiveApp, labels_of, ratings
-from tests.browser.pages import press, pressed, status, step, task_section, task_swap
+from tests.browser.pages import (
+    press,
+    pressed,
+    status,
+    step,
+    submit_login,
+    task_section,
+    task_swap,
+)
 
 LABELER = "alice"
 SCREENSHOT = ROOT / "test-artifacts" / "labeling-demo-alternatives.png"
@@ -36,9 +44,7 @@ def demo(live_app: LiveApp) -> SeedReport:
 
 def log_in_as(page: Page, name: str, password: str) -> None:
     page.goto("/label/next")
-    page.get_by_label("Name").fill(name)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Log in").click()
+    submit_login(page, name, password)
     expect(page).to_have_url(re.compile(r"/label/next$"))
 
 

@@ -12,7 +12,7 @@ from worker.checkpoint import HEAD_FILE, load_checkpoint, save_checkpoint
 from worker.head import HeadTraining, StepHead, fit_head
 from worker.model import HEAD_READINGS, LAST_LAYER
 from worker.score import score_solutions
-from worker.train import _linear_schedule, fit, labeled_step_features, setup
+from worker.train import fit, labeled_step_features, linear_schedule, setup
 
 EXAMPLES = arithmetic_examples(120, seed=4)
 
@@ -43,7 +43,7 @@ def test_a_head_learns_and_its_members_differ_but_agree_on_the_clear_cases() -> 
     features, classes = _separable(600, seed=0)
     head = StepHead(6, columns=[0, 1, 2], members=3, standardized=True)
 
-    result = fit_head(head, features, classes, _training(), _linear_schedule)
+    result = fit_head(head, features, classes, _training(), linear_schedule)
 
     assert result.epoch_losses[-1] < result.epoch_losses[0] and not result.stopped
     assert result.optimizer_steps == 3 * 20 * 19  # members x epochs x ceil(600 / 32)
@@ -61,7 +61,7 @@ def test_a_head_learns_and_its_members_differ_but_agree_on_the_clear_cases() -> 
 def test_a_head_reads_only_its_columns() -> None:
     features, classes = _separable(300, seed=2)
     head = StepHead(6, columns=[2, 3], standardized=True)  # noise columns only
-    fit_head(head, features, classes, _training(), _linear_schedule)
+    fit_head(head, features, classes, _training(), linear_schedule)
 
     scrambled = features.clone()
     scrambled[:, [0, 1, 4, 5]] = 0
@@ -80,8 +80,8 @@ def test_class_balance_raises_the_rare_class() -> None:
     plain = StepHead(6, standardized=True)
     balanced = StepHead(6, standardized=True)
 
-    fit_head(plain, noisy, classes, _training(), _linear_schedule)
-    fit_head(balanced, noisy, classes, _training(class_balance=True), _linear_schedule)
+    fit_head(plain, noisy, classes, _training(), linear_schedule)
+    fit_head(balanced, noisy, classes, _training(class_balance=True), linear_schedule)
 
     p_plain = plain.member_probabilities(noisy.numpy())[0][:, 0].mean()
     p_balanced = balanced.member_probabilities(noisy.numpy())[0][:, 0].mean()
@@ -93,7 +93,7 @@ def test_training_stops_when_asked() -> None:
     head = StepHead(6, hidden=4, members=2, standardized=True)
 
     result = fit_head(
-        head, features, classes, _training(), _linear_schedule, lambda step, _e, _l: step == 10
+        head, features, classes, _training(), linear_schedule, lambda step, _e, _l: step == 10
     )
 
     assert result.stopped and result.optimizer_steps == 10
@@ -148,7 +148,7 @@ def test_a_head_saved_before_readings_loads_as_one_linear_member(tmp_path: Path)
 def test_embeddings_keep_near_solutions_near() -> None:
     features, classes = _separable(300, seed=6)
     head = StepHead(6, standardized=True)
-    fit_head(head, features, classes, _training(epochs=1), _linear_schedule)
+    fit_head(head, features, classes, _training(epochs=1), linear_schedule)
     one = features[:5].numpy()
     near = one + 0.01
     far = features[100:105].numpy() * 3

@@ -233,6 +233,8 @@ def test_training_args_suit_the_base_model(tmp_path: Path) -> None:
         {"device": "tpu"},
         {"max_length": 1},
         {"warmup_ratio": 1.0},
+        {"max_tokens_per_batch": 0},
+        {"score_batch_size": 0},
     ],
 )
 def test_bad_training_arguments_fail_fast(change: dict[str, object]) -> None:
