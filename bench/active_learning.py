@@ -5,8 +5,9 @@
     .venv/bin/python -m bench.active_learning --model tiny --per-subset 15 --seed-size 6 \\
         --budgets 10,14 --batch 3 --seeds 2 --cache-dir /tmp/tiny-features   # seconds
 
-The first prints its table in about 5 minutes on 2 busy CPU cores, 2.5 of them the
-SmolLM2 features of the labeled paths (cached: later runs take about 2 minutes).
+From an empty feature cache the first prints its table in about 37 minutes on 2 cores of
+an AMD EPYC without AMX, 19 of them SmolLM2's features (cached: later runs take about 18);
+BENCHMARKS.md, issue 24.
 
 The data: ProcessBench (../shared/data, or ``--data``), split by problem exactly as
 bench/prm_quality.py splits it (its ``split``, seed 0): its training problems are the pool
@@ -15,8 +16,8 @@ its test problems (half of all) are only ever judged on: never labeled, never us
 choose anything. So the SmolLM2 step features that bench cached cover every solution here.
 By default only the gsm8k and math subsets (1,400 of the 3,400 solutions: a pool of 538,
 150 calibration, 712 test), the ones it caches: the other two hold 1.9M more tokens, about
-an hour of SmolLM2 on a busy 2-core CPU before the first round (``--subsets`` takes all
-four where their features are cached).
+50 minutes of SmolLM2 on that CPU before the first round (``--subsets`` takes all four;
+``python -m bench.features`` caches them ahead).
 
 The labelers are simulated: a solution picked for labeling reveals its expert labels,
 written as the PRM800K record a labeler would produce (a rated completion per step, the
