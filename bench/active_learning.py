@@ -624,10 +624,19 @@ def compare(data: Data, options: argparse.Namespace, progress: Progress) -> dict
         torch.set_num_threads(1)
     runs: dict[Strategy, list[Run]] = {s: [] for s in options.strategies}
     starts = []
+    # A seed's runs share its seed set's reading (one object, after a worker's pickling
+    # too): judge it once, so that they share its snapshot and its bootstrap memo.
+    shots: dict[int, Snapshot] = {}
+
+    def judge(reading: Judged) -> Snapshot:
+        if id(reading) not in shots:
+            shots[id(reading)] = snapshot(reading, data, options.judge)
+        return shots[id(reading)]
+
     for seconds, of_seed in every_seed(learner, data, options, progress):
         starts.append(round(seconds, 1))
         for run in of_seed:
-            run.snapshots = {n: snapshot(j, data, options.judge) for n, j in run.judged.items()}
+            run.snapshots = {n: judge(reading) for n, reading in run.judged.items()}
             runs[run.strategy].append(run)
     whole = None
     if len(data.pool) > options.schedule.budgets[-1]:
