@@ -66,6 +66,7 @@ from typing import Any
 import torch
 import transformers
 from tokenizers import Tokenizer, models, pre_tokenizers
+from torch.profiler import ProfilerActivity, profile
 from transformers import AutoModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast, Qwen2Config
 
 from bench.synthetic_prm800k import WORDS
@@ -298,6 +299,38 @@ def measure_training(
     )
 
 
+def profile_training(
+    model: PRM,
+    tokenizer: PreTrainedTokenizerBase,
+    args: TrainingArgs,
+    words: Sequence[str],
+    steps: int,
+    path: Path,
+) -> None:
+    """Write to ``path`` where ``steps`` more optimizer steps spend their time: the wall
+    time, the device's busy time and the operators that took most of it (torch.profiler)."""
+    device = next(model.parameters()).device
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    examples = synthetic_examples(words, steps * args.batch_size, 5)
+    with profile(activities=activities) as profiled:
+        stats = fit(model, tokenizer, examples, args)
+    averages = profiled.key_averages()
+    busy = sum(e.self_device_time_total for e in averages if e.device_type.name != "CPU")
+    # The device's busy share: well under 1 means the host's launches, not kernels, bound it.
+    summary = (
+        f"{stats.optimizer_steps} steps, {stats.tokens:,} tokens, {stats.seconds:.3f} s of fit "
+        "(profiled, so slower than unprofiled)"
+    )
+    if device.type == "cuda":
+        summary += f"; device busy {busy / 1e6:.3f} s ({100 * busy / 1e6 / stats.seconds:.0f}%)"
+    summary += "\n"
+    sort = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    path.write_text(summary + averages.table(sort_by=sort, row_limit=40, max_name_column_width=70))
+    print(summary, end="")
+
+
 def measure_scoring(
     model: PRM,
     tokenizer: PreTrainedTokenizerBase,
@@ -416,6 +449,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--phases", choices=("both", "train", "score"), default="both", help="what to time"
     )
     parser.add_argument("--peak-tflops", type=float, help="the GPU's peak bf16 TFLOP/s")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="after timing, profile 3 more training steps and write the operator table here",
+    )
     args = parser.parse_args(argv)
     given = [args.steps, args.batch_size, args.solutions, args.score_batch_size]
     if min(n for n in given if n is not None) < 1:
@@ -479,6 +517,8 @@ def main(argv: list[str] | None = None) -> int:
                 training_flops_per_token(args.mode, multiplying),
             )
         )
+        if options.profile:
+            profile_training(model, tokenizer, args, words, 3, options.profile)
     if options.phases in ("both", "score"):
         measurements.append(
             measure_scoring(model, tokenizer, args, words, options.solutions, 2 * multiplying)
@@ -490,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         precision["train"] = "bf16 weights, fp32 masters"
     elif not uses_bf16(args, device):
         precision = {"train": "fp32", "score": "fp32"}
+    score_batch = score_batch_size_on(args, device)
     rows = []
     for m in measurements:
         sequences = m.count * args.batch_size if m.phase == "train" else m.count
@@ -503,6 +544,7 @@ def main(argv: list[str] | None = None) -> int:
                 "precision": precision[m.phase],
                 "phase": m.phase,
                 "count": f"{m.count} {'steps' if m.phase == 'train' else 'solutions'}",
+                "batch": str(args.batch_size if m.phase == "train" else score_batch),
                 "tokens": f"{m.tokens:,}",
                 "padding": f"{100 * m.padding:.1f}%",
                 "seconds": f"{m.seconds:.2f}",

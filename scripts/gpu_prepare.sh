@@ -17,7 +17,8 @@ PROJECT=(fastapi starlette uvicorn sqlalchemy greenlet alembic mako pydantic pyd
     psycopg psycopg-binary argon2-cffi argon2-cffi-bindings cffi pycparser python-multipart
     itsdangerous math-verify latex2sympy2-extended antlr4-python3-runtime gguf
     opentelemetry-api)
-TRL=(trl==1.13.0 datasets==5.0.0 dill==0.4.1 multiprocess==0.70.19)
+# fsspec: datasets 5.0.0 wants <=2026.4.0, and the image's may be newer.
+TRL=(trl==1.13.0 datasets==5.0.0 dill==0.4.1 multiprocess==0.70.19 fsspec==2026.4.0)
 PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64
     --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64
     --platform manylinux2014_x86_64 --platform manylinux1_x86_64)

@@ -133,9 +133,10 @@ class TrainingArgs:
     its trainable weights (worker/precision.py) instead of bf16 autocast over float32
     weights: half the activation memory and none of autocast's float32 elementwise work."""
     compile: bool = False
-    """``full`` and ``lora`` modes: run the training forward and backward through
-    ``torch.compile``, which fuses the elementwise chains between matrix products. The first
-    steps pay for compiling (and a new batch shape may recompile): worth it for long runs."""
+    """``full`` and ``lora`` modes: put each decoder layer through ``torch.compile`` for the
+    fit (``compile_layers``), which fuses the elementwise chains between matrix products. The
+    first steps pay for compiling one layer (and a new batch shape may recompile): worth it
+    for long runs."""
     held_out_fraction: float = 0.1
     """Share of problems (not examples) kept out of training for evaluation."""
     score_batch_size: int | None = None

@@ -17,6 +17,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import torch
@@ -219,6 +220,35 @@ def _sum_ranks(value: int, device: torch.device) -> int:
     return int(total.item())
 
 
+def compile_layers(model: nn.Module) -> Callable[[], None]:
+    """Put each decoder layer of ``model`` through ``torch.compile``; returns the undo.
+
+    Layer by layer rather than the whole model: the layers share one forward, so the first
+    layer's compiled graph serves them all, and a model compiles in about the time of one
+    layer. Compiled whole, a 1.5B model was still compiling after a minute on an H100's host
+    (BENCHMARKS.md). What compiling buys, fused elementwise chains (norms, rotary
+    embeddings, the gated activation, residual adds), lies inside the layers anyway.
+    """
+    layers = _layer_list(model)
+    originals = list(layers)
+    for index, layer in enumerate(originals):
+        layers[index] = cast(nn.Module, torch.compile(layer))
+
+    def undo() -> None:
+        for index, layer in enumerate(originals):
+            layers[index] = layer
+
+    return undo
+
+
+def _layer_list(model: nn.Module) -> nn.ModuleList:
+    """The decoder's list of layers, also under a PEFT wrapper (``...model.layers``)."""
+    for name, module in model.named_modules():
+        if name.rpartition(".")[2] == "layers" and isinstance(module, nn.ModuleList):
+            return module
+    raise ValueError(f"{type(model).__name__} has no list of decoder layers to compile")
+
+
 def _wrap(model: PRM, device: torch.device) -> nn.Module:
     if _rank_and_world()[1] == 1:
         return model
@@ -240,8 +270,8 @@ class _Loop:
     ) -> None:
         self.device = next(model.parameters()).device
         self.masters = MasterWeights(model) if args.master_weights else None
-        wrapped = _wrap(model, self.device)
-        self.model = torch.compile(wrapped) if args.compile else wrapped
+        self.uncompile = compile_layers(model) if args.compile else None
+        self.model = _wrap(model, self.device)
         self.trained = self.masters.masters if self.masters else _trainable(model)
         """What the optimizer steps (and clipping reads): the masters, or the model's own."""
         self.optimizer = _optimizer(self.trained, args)
@@ -282,9 +312,12 @@ class _Loop:
         return loss.detach()
 
     def finish(self) -> None:
-        """The model as a fit leaves it: float32 weights again after bf16 ones."""
+        """The model as a fit leaves it: float32 weights again after bf16 ones, its layers
+        uncompiled."""
         if self.masters is not None:
             self.masters.restore()
+        if self.uncompile is not None:
+            self.uncompile()
 
     def epoch(self, epoch: int, batches: list[list[Encoded]], pad_token_id: int) -> list[float]:
         """Train on the batches; the losses, fewer than the batches when asked to stop."""
