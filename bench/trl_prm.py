@@ -253,6 +253,17 @@ def prm_config(
     )
 
 
+def padding_tokenizer(directory: str | Path) -> PreTrainedTokenizerBase:
+    """The model's tokenizer, with its end-of-text token as the padding token where it has
+    none: TRL's collator pads every batch, and a tokenizer converted from SmolLM2's GGUF by
+    transformers 5.17 (the GPU image's) came without one. Padding is masked out, so which
+    token pads changes nothing."""
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
 def train_trl(data: Split, options: argparse.Namespace, train_seed: int) -> Trained:
     """TRL's PRM trained on ``data.train``, as prm_quality's figures take a model."""
     directory = resolve_base_model(options.base_model, get_settings().model_dir)
@@ -260,7 +271,7 @@ def train_trl(data: Split, options: argparse.Namespace, train_seed: int) -> Trai
     if options.epochs:
         worker = replace(worker, epochs=options.epochs)
     transformers.set_seed(worker.seed)  # the new head's weights
-    tokenizer = AutoTokenizer.from_pretrained(directory)
+    tokenizer = padding_tokenizer(directory)
     model = AutoModelForTokenClassification.from_pretrained(
         directory, num_labels=2, id2label={0: "wrong", 1: "right"}, dtype=torch.float32
     )

@@ -12,7 +12,7 @@ import pytest
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from bench.prm_quality import Trained, figures, judge_model, split
-from bench.trl_prm import main, stepwise_rows, three_classes
+from bench.trl_prm import main, padding_tokenizer, stepwise_rows, three_classes
 from worker.eval_sets import ProcessBenchItem, fixed_sample, load_processbench
 from worker.model import TINY_CONFIG, byte_tokenizer
 
@@ -38,6 +38,18 @@ def test_a_row_ends_at_the_first_error_and_a_correct_solution_keeps_every_step()
     }
     assert right["completions"] == ["step 0", "step 1", "step 2"]
     assert right["labels"] == [True, True, True]
+
+
+def test_a_tokenizer_without_a_padding_token_pads_with_its_end_of_text(tmp_path: Path) -> None:
+    tokenizer = byte_tokenizer()
+    tokenizer.pad_token = None  # as transformers 5.17 converts SmolLM2's GGUF
+    tokenizer.save_pretrained(tmp_path)
+
+    loaded = padding_tokenizer(tmp_path)
+
+    assert loaded.pad_token == loaded.eos_token is not None
+    padded = loaded.pad({"input_ids": [[1, 2, 3], [4]]}, return_tensors="pt")
+    assert padded["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
 
 
 def test_p_wrong_is_read_as_p_minus_one_and_p_right_as_fine(shared_data: Path) -> None:
