@@ -601,10 +601,12 @@ def _run_models(options: argparse.Namespace, data: Split) -> list[dict[str, Any]
         started = time.perf_counter()
         seeds = options.train_seeds[:1] if name in SEEDLESS else options.train_seeds
         # Each seed's model is judged, then let go, before the next one is trained.
-        runs = [
-            judge_model(_train(name, data, options, seed), data, seed, options.judge)
-            for seed in seeds
-        ]
+        runs = []
+        for seed in seeds:
+            runs.append(judge_model(_train(name, data, options, seed), data, seed, options.judge))
+            # How far a run got, should it be stopped before the model's figures print.
+            elapsed = time.perf_counter() - started
+            print(f"{name}: seed {seed} trained and judged, {elapsed:.1f} s so far", flush=True)
         result = figures(name, runs, options.seed, options.judge)
         result["wall_seconds"] = round(time.perf_counter() - started, 1)
         results.append(result)

@@ -317,7 +317,12 @@ def profile_training(
     with profile(activities=activities) as profiled:
         stats = fit(model, tokenizer, examples, args)
     averages = profiled.key_averages()
-    busy = sum(e.self_device_time_total for e in averages if e.device_type.name != "CPU")
+    # Kernels alone, as the table's own total: a user annotation's device time repeats theirs.
+    busy = sum(
+        e.self_device_time_total
+        for e in averages
+        if e.device_type.name != "CPU" and not e.is_user_annotation
+    )
     # The device's busy share: well under 1 means the host's launches, not kernels, bound it.
     summary = (
         f"{stats.optimizer_steps} steps, {stats.tokens:,} tokens, {stats.seconds:.3f} s of fit "
