@@ -58,7 +58,7 @@ import json
 import random
 import resource
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -307,33 +307,59 @@ def profile_training(
     steps: int,
     path: Path,
 ) -> None:
-    """Write to ``path`` where ``steps`` more optimizer steps spend their time: the wall
-    time, the device's busy time and the operators that took most of it (torch.profiler)."""
+    """Write to ``path`` where ``steps`` more optimizer steps spend their time."""
+    examples = synthetic_examples(words, steps * args.batch_size, 5)
+
+    def run() -> tuple[str, float]:
+        stats = fit(model, tokenizer, examples, args)
+        return f"{stats.optimizer_steps} steps, {stats.tokens:,} tokens of fit", stats.seconds
+
+    _write_profile(run, next(model.parameters()).device, path)
+
+
+def profile_scoring(
+    model: PRM,
+    tokenizer: PreTrainedTokenizerBase,
+    args: TrainingArgs,
+    words: Sequence[str],
+    batches: int,
+    path: Path,
+) -> None:
+    """Write to ``path`` where scoring ``batches`` more batches of solutions spends its time."""
     device = next(model.parameters()).device
+    count = batches * score_batch_size_on(args, device)
+    items = [(e.problem, e.steps) for e in synthetic_examples(words, count, 6)]
+
+    def run() -> tuple[str, float]:
+        _, done = score_with_throughput(model, tokenizer, items, args)
+        return f"{done.solutions} solutions, {done.tokens:,} tokens scored", done.seconds
+
+    _write_profile(run, device, path)
+
+
+def _write_profile(run: Callable[[], tuple[str, float]], device: torch.device, path: Path) -> None:
+    """Profile ``run`` (which says what it did and in how many seconds) and write to ``path``
+    the wall time, the device's busy time and the operators that took most of it."""
     activities = [ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
-    examples = synthetic_examples(words, steps * args.batch_size, 5)
     with profile(activities=activities) as profiled:
-        stats = fit(model, tokenizer, examples, args)
+        done, seconds = run()
     averages = profiled.key_averages()
-    # Kernels alone, as the table's own total: a user annotation's device time repeats theirs.
-    busy = sum(
-        e.self_device_time_total
-        for e in averages
-        if e.device_type.name != "CPU" and not e.is_user_annotation
-    )
-    # The device's busy share: well under 1 means the host's launches, not kernels, bound it.
-    summary = (
-        f"{stats.optimizer_steps} steps, {stats.tokens:,} tokens, {stats.seconds:.3f} s of fit "
-        "(profiled, so slower than unprofiled)"
-    )
+    summary = f"{done} in {seconds:.3f} s (profiled, so slower than unprofiled)"
     if device.type == "cuda":
-        summary += f"; device busy {busy / 1e6:.3f} s ({100 * busy / 1e6 / stats.seconds:.0f}%)"
-    summary += "\n"
+        # Kernels alone, as the table's own total: a user annotation's time repeats theirs.
+        busy = sum(
+            e.self_device_time_total / 1e6
+            for e in averages
+            if e.device_type.name != "CPU" and not e.is_user_annotation
+        )
+        # Well under 100% means the host's launches, not the kernels, bound it.
+        summary += f"; device busy {busy:.3f} s ({100 * busy / seconds:.0f}%)"
     sort = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    path.write_text(summary + averages.table(sort_by=sort, row_limit=40, max_name_column_width=70))
-    print(summary, end="")
+    table = averages.table(sort_by=sort, row_limit=40, max_name_column_width=70)
+    path.write_text(summary + "\n" + table)
+    print(summary)
 
 
 def measure_scoring(
@@ -457,7 +483,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--profile",
         type=Path,
-        help="after timing, profile 3 more training steps and write the operator table here",
+        help="after timing, profile 3 more training steps and write the operator table here "
+        "(and 3 batches of scoring beside it, NAME.score.txt for NAME.txt)",
     )
     args = parser.parse_args(argv)
     given = [args.steps, args.batch_size, args.solutions, args.score_batch_size]
@@ -528,6 +555,9 @@ def main(argv: list[str] | None = None) -> int:
         measurements.append(
             measure_scoring(model, tokenizer, args, words, options.solutions, 2 * multiplying)
         )
+        if options.profile:
+            scoring_profile = options.profile.with_suffix(".score" + options.profile.suffix)
+            profile_scoring(model, tokenizer, args, words, 3, scoring_profile)
 
     # On CUDA, training autocasts fp32 weights; scoring runs bf16 copies of them.
     precision = {"train": "bf16 autocast", "score": "bf16 weights"}

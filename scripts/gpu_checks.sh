@@ -74,7 +74,9 @@ speed() {
         --attention flex_attention --profile "$OUT/profile-F.txt"
     bench G-compiled-flex-64 70 "${train[@]}" --batch-size 64 --warmup-steps 3 \
         --attention flex_attention
-    bench S-score 30 --config qwen2-1.5b --phases score --solutions 512 --score-batch-size 256
+    # Scoring stays at 26% MFU whatever the batch (64 on an H100, 128 on an H200): where to?
+    bench S-score 40 --config qwen2-1.5b --phases score --solutions 512 --score-batch-size 128 \
+        --profile "$OUT/profile-S.txt"
 }
 
 quality() {

@@ -6,7 +6,7 @@ from pathlib import Path
 from bench.worker import main, padding_share
 
 
-def test_the_rows_name_the_batch_and_the_profile_names_the_operators(tmp_path: Path) -> None:
+def test_the_rows_name_the_batch_and_the_profiles_name_the_operators(tmp_path: Path) -> None:
     rows_file, profile_file = tmp_path / "rows.jsonl", tmp_path / "profile.txt"
 
     status = main(
@@ -24,6 +24,9 @@ def test_the_rows_name_the_batch_and_the_profile_names_the_operators(tmp_path: P
     profile = profile_file.read_text()
     assert profile.startswith("3 steps, ")  # the profile's own three steps, not the timed two
     assert "aten::mm" in profile  # the operator table, matrix products in it
+    scoring = (tmp_path / "profile.score.txt").read_text()
+    assert scoring.startswith("9 solutions, ")  # three batches of three
+    assert "aten::mm" in scoring
 
 
 def test_padding_share_counts_the_positions_padded_to_each_batchs_longest() -> None:
