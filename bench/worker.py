@@ -37,7 +37,9 @@ masters instead of autocast, ``--pack`` packs each batch's solutions into rows o
 ``--max-length`` with per-solution attention, ``--compile`` runs the step through
 ``torch.compile``, ``--attention`` picks the qwen2 configs' attention kernel, ``--mode
 lora`` trains low-rank adapters on a frozen backbone that ``--bf16-base`` builds in bf16
-(how a 7B PRM fits one GPU). ``--json`` appends each table row to a JSON-lines file.
+(how a 7B PRM fits one GPU). ``--json`` appends each table row to a JSON-lines file;
+``--profile`` writes where 3 more training steps and 3 more scoring batches spend their time
+(torch.profiler's operator table, and on a GPU how busy its kernels kept it).
 
 MFU counts model FLOPs, not hardware FLOPs: 6 x N per trained token (4 x N in ``lora``
 mode: a frozen weight has no gradient of its own), 2 x N per scored token, where N is the
