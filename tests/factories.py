@@ -443,6 +443,7 @@ def prm_run_metrics(auroc: float = 0.712, current_auroc: float | None = 0.7) -> 
             "epochs": 3,
             "tokens": 150_000,
             "seconds": 42.5,
+            "tokens_per_second": 18_130.2,
             "epoch_losses": [0.912, 0.641, 0.523],
             "stopped": False,
             "feature_seconds": 30.1,

@@ -369,6 +369,7 @@ def test_run_page_shows_the_gate_every_argument_and_the_evaluation(
     assert "0.9120 → 0.5230 in 3 epochs" in page
     assert "<title id=" in page and "Loss per epoch</title>" in page
     assert "Labeled steps" in page and "812" in page
+    assert "18,130" in page and "e+04" not in page  # a large float whole, not in e-notation
     assert "chosen on a separate calibration part" in page and "0.481" in page
     assert page.count('<th scope="row">gsm8k</th>') == 2  # this run, and the current one
     assert "The current PRM, same sets" in page and "0.700" in page
