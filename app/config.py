@@ -113,7 +113,8 @@ class Settings(BaseSettings):
     train_pack: bool = False
     """``full`` and ``lora`` modes: several solutions per training row, no padding."""
     train_compile: bool = False
-    """``full`` and ``lora`` modes: the training step through ``torch.compile``."""
+    """Each decoder layer through ``torch.compile`` while training (``full`` and ``lora``
+    modes) and scoring."""
     train_backbone_depth: float | None = Field(default=None, gt=0, le=1)
     train_head_readings: str | None = None
     """``head`` mode: the readings the head reads, comma-separated (worker/model.py

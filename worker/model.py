@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, cast
@@ -133,10 +134,10 @@ class TrainingArgs:
     its trainable weights (worker/precision.py) instead of bf16 autocast over float32
     weights: half the activation memory and none of autocast's float32 elementwise work."""
     compile: bool = False
-    """``full`` and ``lora`` modes: put each decoder layer through ``torch.compile`` for the
-    fit (``compile_layers``), which fuses the elementwise chains between matrix products. The
-    first steps pay for compiling one layer (and a new batch shape may recompile): worth it
-    for long runs."""
+    """Put each decoder layer through ``torch.compile`` (``compile_layers``) while a fit
+    trains (``full`` and ``lora`` modes) and while scoring runs: it fuses the elementwise
+    chains between matrix products. The first batches pay for compiling one layer (and a new
+    batch shape may recompile once): worth it for long runs."""
     held_out_fraction: float = 0.1
     """Share of problems (not examples) kept out of training for evaluation."""
     score_batch_size: int | None = None
@@ -440,6 +441,35 @@ def decoder_layers(backbone: PreTrainedModel) -> nn.ModuleList:
     if not isinstance(layers, nn.ModuleList):
         raise ValueError(f"{type(backbone).__name__} has no decoder layer list")
     return layers
+
+
+def compile_layers(model: nn.Module) -> Callable[[], None]:
+    """Put each decoder layer of ``model`` through ``torch.compile``; returns the undo.
+
+    Layer by layer rather than the whole model: the layers share one forward, so the first
+    layer's compiled graph serves them all, and a model compiles in about the time of one
+    layer. Compiled whole, a 1.5B model was still compiling after a minute on an H100's host
+    (BENCHMARKS.md). What compiling buys, fused elementwise chains (norms, rotary
+    embeddings, the gated activation, residual adds), lies inside the layers anyway.
+    """
+    layers = _layer_list(model)
+    originals = list(layers)
+    for index, layer in enumerate(originals):
+        layers[index] = cast(nn.Module, torch.compile(layer))
+
+    def undo() -> None:
+        for index, layer in enumerate(originals):
+            layers[index] = layer
+
+    return undo
+
+
+def _layer_list(model: nn.Module) -> nn.ModuleList:
+    """The decoder's list of layers, also under a PEFT wrapper (``...model.layers``)."""
+    for name, module in model.named_modules():
+        if name.rpartition(".")[2] == "layers" and isinstance(module, nn.ModuleList):
+            return module
+    raise ValueError(f"{type(model).__name__} has no list of decoder layers to compile")
 
 
 def _keep_output(

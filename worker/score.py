@@ -27,6 +27,7 @@ from worker.model import (
     TrainingArgs,
     autocast,
     collate,
+    compile_layers,
     device_tensor,
     encode,
     length_batches,
@@ -152,6 +153,9 @@ def _step_features(
     sequences = tokens = 0
     was_training = model.training
     model.eval()
+    # Compiled as training compiles it (TrainingArgs.compile); a new batch length may
+    # recompile once, after which lengths are dynamic.
+    uncompile = compile_layers(model) if args.compile else None
     try:
         with torch.inference_mode(), autocast(args, device):
             weights = _bf16_weights(model) if uses_bf16(args, device) else None
@@ -167,6 +171,8 @@ def _step_features(
                 tokens += found.tokens
     finally:
         model.train(was_training)
+        if uncompile is not None:
+            uncompile()
     seconds = time.perf_counter() - started
     return features, Throughput(len(items), sequences, tokens, seconds)
 

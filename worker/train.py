@@ -17,7 +17,6 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import cast
 
 import numpy as np
 import torch
@@ -40,6 +39,7 @@ from worker.model import (
     build_model,
     collate,
     collate_packed,
+    compile_layers,
     enable_gradient_checkpointing,
     encode,
     length_batches,
@@ -218,35 +218,6 @@ def _sum_ranks(value: int, device: torch.device) -> int:
     total = torch.tensor([value], device=device)
     dist.all_reduce(total)
     return int(total.item())
-
-
-def compile_layers(model: nn.Module) -> Callable[[], None]:
-    """Put each decoder layer of ``model`` through ``torch.compile``; returns the undo.
-
-    Layer by layer rather than the whole model: the layers share one forward, so the first
-    layer's compiled graph serves them all, and a model compiles in about the time of one
-    layer. Compiled whole, a 1.5B model was still compiling after a minute on an H100's host
-    (BENCHMARKS.md). What compiling buys, fused elementwise chains (norms, rotary
-    embeddings, the gated activation, residual adds), lies inside the layers anyway.
-    """
-    layers = _layer_list(model)
-    originals = list(layers)
-    for index, layer in enumerate(originals):
-        layers[index] = cast(nn.Module, torch.compile(layer))
-
-    def undo() -> None:
-        for index, layer in enumerate(originals):
-            layers[index] = layer
-
-    return undo
-
-
-def _layer_list(model: nn.Module) -> nn.ModuleList:
-    """The decoder's list of layers, also under a PEFT wrapper (``...model.layers``)."""
-    for name, module in model.named_modules():
-        if name.rpartition(".")[2] == "layers" and isinstance(module, nn.ModuleList):
-            return module
-    raise ValueError(f"{type(model).__name__} has no list of decoder layers to compile")
 
 
 def _wrap(model: PRM, device: torch.device) -> nn.Module:

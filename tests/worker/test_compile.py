@@ -1,11 +1,16 @@
-"""fit with ``compile``: each decoder layer through torch.compile (worker/train.py)."""
+"""``compile``: each decoder layer through torch.compile (worker/model.py ``compile_layers``)
+while a fit trains and while scoring runs."""
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 import torch
 from torch._dynamo.utils import counters
 
 from tests.worker import arithmetic_examples, tiny_args
 from worker.model import decoder_layers
+from worker.score import step_probabilities
 from worker.train import fit, setup, split_by_problem
 
 
@@ -25,3 +30,22 @@ def test_a_compiled_fit_learns_as_the_eager_one_and_gives_the_layers_back() -> N
         # Compiled: one graph serves both layers; eager: none at all.
         assert counters["stats"]["unique_graphs"] == (1 if compiled else 0)
     assert losses[True] == pytest.approx(losses[False], rel=1e-4)
+
+
+def test_compiled_scoring_gives_the_eager_probabilities_and_the_layers_back() -> None:
+    train, held_out = split_by_problem(arithmetic_examples(40, seed=2), 0.25, 0)
+    args = tiny_args(epochs=1)
+    model, tokenizer, _device = setup(args)
+    fit(model, tokenizer, train, args)
+    items = [(e.problem, e.steps) for e in held_out]
+    layers = list(decoder_layers(model.backbone))
+    eager, _ = step_probabilities(model, tokenizer, items, args)
+    torch._dynamo.reset()
+    counters.clear()
+
+    compiled, _ = step_probabilities(model, tokenizer, items, replace(args, compile=True))
+
+    assert counters["stats"]["unique_graphs"] >= 1  # it did compile
+    assert list(decoder_layers(model.backbone)) == layers
+    for expected, got in zip(eager, compiled, strict=True):
+        np.testing.assert_allclose(got, expected, atol=1e-5)
