@@ -50,7 +50,10 @@ uncertainty and diversity rules the module lists (``STRATEGIES``).
 Seeds run side by side in ``--workers`` processes, by default one per CPU core in ``head``
 mode: a round's head is too small to share two threads (the rounds run on one), so a
 second core would otherwise sit idle. A seed's runs depend on the seed alone, so the
-figures are the same with any number of workers; only the wall time changes.
+figures are the same with any number of workers; only the wall time changes. For the same
+reason a long run can be stopped and go on: with ``--resume FOLDER`` each finished seed is
+kept there (bench/seed_store.py), and the same command started again runs only the seeds
+it had not finished (other options in the same folder are refused).
 
 Figures at each budget, on the test problems (worker/evaluate.py): ProcessBench F1 (the
 subsets' mean; threshold chosen on the calibration problems) and step AUROC (P(-1) of the
@@ -83,7 +86,7 @@ import os
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -103,6 +106,7 @@ from app.prm800k import completion_dict, dumps, parse_line, question_dict, recor
 from bench.prm_quality import HEADS, SHARED_DATA, Split, examples, split
 from bench.prmbench import SUBSET as PRMBENCH
 from bench.prmbench import prmbench_without, problem_group
+from bench.seed_store import SeedStore
 from worker import evaluate
 from worker.assess import step_set
 from worker.data import examples_from_record, problem_key
@@ -597,18 +601,51 @@ def every_seed(
 ) -> list[tuple[float, list[Run]]]:
     """``seed_runs`` for each seed, in order: here, or side by side in ``--workers``
     processes. A seed's runs depend on nothing but the seed (every draw is seeded from it,
-    every head retrained from the same start), so the figures are the same either way."""
-    seeds = range(options.seeds)
-    if options.workers == 1:
-        return [seed_runs(learner, data, seed, options, progress) for seed in seeds]
+    every head retrained from the same start), so the figures are the same either way, and
+    with ``--resume`` the seeds a stopped run finished are taken from its folder."""
+    store = SeedStore(options.resume, deciding_options(options)) if options.resume else None
+    finished = {}
+    if store is not None:
+        found = {seed: store.load(seed) for seed in range(options.seeds)}
+        finished = {seed: runs for seed, runs in found.items() if runs is not None}
+        progress.line(f"{len(finished)} of {options.seeds} seeds from {options.resume}")
+    todo = [seed for seed in range(options.seeds) if seed not in finished]
+    for seed, runs in zip(todo, _run_seeds(learner, data, options, progress, todo), strict=True):
+        finished[seed] = runs
+        if store is not None:
+            store.save(seed, runs)
+    return [finished[seed] for seed in range(options.seeds)]
+
+
+def _run_seeds(
+    learner: Learner,
+    data: Data,
+    options: argparse.Namespace,
+    progress: Progress,
+    seeds: list[int],
+) -> Iterator[tuple[float, list[Run]]]:
+    """Each seed's ``seed_runs`` as it finishes, in order."""
+    if options.workers == 1 or len(seeds) < 2:
+        for seed in seeds:
+            yield seed_runs(learner, data, seed, options, progress)
+        return
     # Spawned, not forked: a fork would inherit the warm-up's thread pool mid-state.
     with ProcessPoolExecutor(
-        options.workers,
+        min(options.workers, len(seeds)),
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_start_worker,
         initargs=(options, progress.started),
     ) as pool:
-        return list(pool.map(_seed_in_worker, seeds))
+        yield from pool.map(_seed_in_worker, seeds)
+
+
+RESULT_NEUTRAL = ("seeds", "workers", "resume", "json", "plot", "cache_dir")
+"""Options that change no seed's runs: how many seeds, how they run, where output goes."""
+
+
+def deciding_options(options: argparse.Namespace) -> dict[str, Any]:
+    """The options a seed's runs depend on, as ``--resume`` compares them."""
+    return {k: v for k, v in sorted(vars(options).items()) if k not in RESULT_NEUTRAL}
 
 
 def compare(data: Data, options: argparse.Namespace, progress: Progress) -> dict[str, Any]:
@@ -1142,6 +1179,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cache-dir", type=Path, help="default: <checkpoint_dir>/feature-cache")
     parser.add_argument("--plot", type=Path, default=DEFAULT_PLOT)
     parser.add_argument("--json", type=Path, help="also write every figure here")
+    parser.add_argument(
+        "--resume",
+        type=Path,
+        help="keep each finished seed in this folder, and take the seeds a stopped run with "
+        "the same options left there",
+    )
     options = parser.parse_args(argv)
     strategies = options.strategies.split(",")
     if REFERENCE not in strategies or not set(strategies) <= set(STRATEGIES):

@@ -2,6 +2,7 @@
 
 import json
 import math
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -208,3 +209,52 @@ def test_full_mode_trains_without_the_feature_cache_and_records_the_device(
     assert result["setup"]["device"] == "full on cpu"
     assert result["setup"]["feature_sequences_computed"] == 0  # nothing cached: it trains
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+
+
+def test_a_stopped_run_goes_on_from_the_seeds_it_finished(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "seeds"
+
+    def run(budgets: str = str(BUDGETS[0])) -> dict[str, Any]:
+        written = tmp_path / "figures.json"
+        main(
+            [
+                "--model=tiny",
+                f"--subsets={','.join(SUBSETS)}",
+                f"--per-subset={PER_SUBSET}",
+                f"--seed-size={SEED_SIZE}",
+                f"--budgets={budgets}",
+                "--batch=2",
+                "--seeds=2",
+                "--workers=1",
+                "--strategies=uniform,random_wrong",
+                f"--cache-dir={tmp_path / 'cache'}",
+                f"--plot={tmp_path / 'plot.svg'}",
+                f"--json={written}",
+                f"--resume={folder}",
+            ]
+        )
+        return dict(json.loads(written.read_text()))
+
+    whole = run()
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "options.json",
+        "seed-0.pickle",
+        "seed-1.pickle",
+    ]
+    # As if stopped during seed 1: seed 0 is taken back, marked to tell it from a rerun.
+    (folder / "seed-1.pickle").unlink()
+    with (folder / "seed-0.pickle").open("rb") as source:
+        seconds, runs = pickle.load(source)
+    runs[0].seconds = 1000.0
+    with (folder / "seed-0.pickle").open("wb") as out:
+        pickle.dump((seconds, runs), out)
+
+    resumed = run()
+
+    assert resumed["compute"]["uniform"]["seconds"] > 1000  # seed 0's, from the folder
+    assert resumed["rows"] == whole["rows"]  # seed 1 run again, the same
+    assert (folder / "seed-1.pickle").exists()
+    with pytest.raises(SystemExit, match="budgets"):
+        run(budgets=str(BUDGETS[1]))
