@@ -117,10 +117,32 @@ class StepSet:
     """What the units are, for "not enough data" (plural)."""
 
     def auroc_statistic(self) -> Statistic:
-        def statistic(problems: np.ndarray) -> float | None:
-            scores = np.concatenate([self.negative_probability[p] for p in problems])
-            ratings = np.concatenate([self.ratings[p] for p in problems])
-            return auroc(scores, ratings == -1)
+        """``auroc`` of P(-1) for the -1 steps against the rest, over the steps of the units
+        drawn, each unit counted as often as it is drawn.
+
+        The steps are ranked once, here, and a draw only weighs them: each -1 step's score
+        is above the other steps' ranked below it and ties half of those ranked with it. A
+        resample costs a few passes over the steps instead of a sort, 7 times faster
+        (bench/bootstrap.py), and gives the same figure to the last bit.
+        """
+        units = len(self.ratings)
+        unit_of_step = np.repeat(np.arange(units), [len(r) for r in self.ratings])
+        scores = np.concatenate(self.negative_probability) if units else np.zeros(0)
+        is_error = (np.concatenate(self.ratings) == -1) if units else np.zeros(0, dtype=bool)
+        # Tied scores share a group; groups are numbered in ascending order of score.
+        _, group = np.unique(scores, return_inverse=True)
+        groups = int(group.max()) + 1 if len(group) else 0
+
+        def statistic(drawn: np.ndarray) -> float | None:
+            weight = np.bincount(drawn, minlength=units)[unit_of_step].astype(np.float64)
+            error_weight, other_weight = weight * is_error, weight * ~is_error
+            errors, others = error_weight.sum(), other_weight.sum()
+            if errors == 0 or others == 0:
+                return None
+            others_in_group = np.bincount(group, weights=other_weight, minlength=groups)
+            others_below = np.cumsum(others_in_group) - others_in_group
+            beaten = others_below[group] + others_in_group[group] / 2
+            return float(error_weight @ beaten / (errors * others))
 
         return statistic
 

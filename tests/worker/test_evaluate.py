@@ -12,6 +12,7 @@ from worker.evaluate import (
     GateDecision,
     Sample,
     StepSet,
+    auroc,
     best_of_n,
     bootstrap,
     choose_threshold,
@@ -127,6 +128,27 @@ def test_step_auroc_resamples_problems() -> None:
 
     assert figure["status"] == "ok" and figure["n"] == 30
     assert 0.5 < figure["low"] < figure["value"] < figure["high"] <= 1.0
+
+
+def test_a_resample_counts_each_drawn_problem_as_often_as_it_is_drawn() -> None:
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(1, 6, size=12)
+    ratings = [rng.choice([-1, 0, 1], size=n) for n in sizes]
+    # Scores on a coarse grid: many ties, within a problem and across problems.
+    negative = [rng.integers(0, 4, size=n) / 4 for n in sizes]
+    statistic = StepSet(negative, ratings).auroc_statistic()
+
+    def by_copying(problems: np.ndarray) -> float | None:
+        """The steps of the drawn problems laid out again, each copy its own item."""
+        scores = np.concatenate([negative[p] for p in problems])
+        errors = np.concatenate([ratings[p] for p in problems]) == -1
+        return auroc(scores, errors)
+
+    draws = [rng.integers(0, 12, size=12) for _ in range(200)] + [np.array([0, 0, 0])]
+    for drawn in draws:
+        assert statistic(drawn) == by_copying(drawn)  # to the last bit
+    one_class = next(p for p in range(12) if len(set(ratings[p] == -1)) == 1)
+    assert statistic(np.array([one_class, one_class])) is None
 
 
 def test_best_of_n_against_majority_and_random() -> None:
