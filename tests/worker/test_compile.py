@@ -49,3 +49,19 @@ def test_compiled_scoring_gives_the_eager_probabilities_and_the_layers_back() ->
     assert list(decoder_layers(model.backbone)) == layers
     for expected, got in zip(eager, compiled, strict=True):
         np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_compiled_bf16_scoring_on_cuda_agrees_with_eager() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    _, held_out = split_by_problem(arithmetic_examples(40, seed=2), 0.25, 0)
+    args = tiny_args(device="cuda", bf16=True)
+    model, tokenizer, _device = setup(args)
+    items = [(e.problem, e.steps) for e in held_out]
+    eager, _ = step_probabilities(model, tokenizer, items, args)
+
+    compiled, _ = step_probabilities(model, tokenizer, items, replace(args, compile=True))
+
+    for expected, got in zip(eager, compiled, strict=True):
+        np.testing.assert_allclose(got, expected, atol=0.02)  # bf16 rounds either way
