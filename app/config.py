@@ -112,6 +112,9 @@ class Settings(BaseSettings):
     master copies (``full`` and ``lora`` modes; worker/precision.py)."""
     train_pack: bool = False
     """``full`` and ``lora`` modes: several solutions per training row, no padding."""
+    train_pack_rows: int = Field(default=0, ge=0)
+    """With ``train_pack``: 0 packs each batch of ``train_batch_size`` solutions; N fills N
+    rows a batch, whatever the number of solutions that takes."""
     train_compile: bool = False
     """Each decoder layer through ``torch.compile`` while training (``full`` and ``lora``
     modes) and scoring."""

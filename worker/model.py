@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,6 +110,11 @@ class TrainingArgs:
     to the longest. No compute is spent on padding between solutions, and every row has
     the same width, so only the row count varies for torch.compile. Pays off when a batch
     holds many rows' worth of tokens: a short batch still fills one row of ``max_length``."""
+    pack_rows: int = 0
+    """With ``pack``: 0 packs each batch of ``batch_size`` solutions, whose last row is part
+    empty (18% of the positions at 16 solutions of PRM800K's shape); N > 0 makes each batch
+    as many solutions as fill N rows (``fill_rows``), so that rows are nearly full and the
+    solutions in a step vary."""
     weight_decay: float = 0.01
     """AdamW decay, applied to matrices only (not biases or norms). In ``head`` mode an L2
     penalty ``weight_decay / 2 * |W|^2`` added to the loss instead: the probe's prior."""
@@ -166,6 +172,7 @@ class TrainingArgs:
                 self.max_tokens_per_batch is None or self.max_tokens_per_batch >= 1
             ),
             "length_pool_batches": self.length_pool_batches >= 1,
+            "pack_rows": self.pack_rows >= 0,
             "max_length": self.max_length >= 2,
             "weight_decay": self.weight_decay >= 0,
             "warmup_ratio": 0 <= self.warmup_ratio < 1,
@@ -846,6 +853,39 @@ def pack_rows(lengths: list[int], width: int) -> list[list[int]]:
         rows[row].append(index)
         room[row] -= lengths[index]
     return rows
+
+
+FILL_LOOKAHEAD = 32
+"""Solutions ``fill_rows`` sets aside, at most, while it looks for ones that fit a gap."""
+
+
+def fill_rows(order: list[int], lengths: list[int], rows: int, width: int) -> list[list[int]]:
+    """The indices of ``order`` in batches that each fill ``rows`` rows of ``width`` tokens.
+
+    In order, each joins the batch if the batch still packs into ``rows`` rows as
+    ``collate_packed`` will pack it (``pack_rows``); one that does not is set aside for the
+    next batch, and the batch ends once ``FILL_LOOKAHEAD`` are set aside or none is left.
+    Every index lands in one batch, in about the order given.
+    """
+    if any(lengths[i] > width for i in order):
+        raise ValueError(f"a sequence of {max(lengths)} tokens does not fit a row of {width}")
+    batches: list[list[int]] = []
+    waiting = deque(order)
+    while waiting:
+        batch: list[int] = []
+        held: list[int] = []
+        aside: list[int] = []
+        while waiting and len(aside) < FILL_LOOKAHEAD:
+            index = waiting.popleft()
+            wanted = [*held, lengths[index]]
+            if sum(wanted) <= rows * width and len(pack_rows(wanted, width)) <= rows:
+                batch.append(index)
+                held = wanted
+            else:
+                aside.append(index)
+        waiting.extendleft(reversed(aside))
+        batches.append(batch)  # never empty: its first index met an empty batch
+    return batches
 
 
 def _laid_out(

@@ -42,6 +42,7 @@ from worker.model import (
     compile_layers,
     enable_gradient_checkpointing,
     encode,
+    fill_rows,
     length_batches,
     resolve_device,
 )
@@ -160,14 +161,18 @@ def _epoch_batches(
     """
     rng = random.Random(args.seed * 1_000_003 + epoch)
     order = rng.sample(range(len(lengths)), len(lengths))
-    pool = args.batch_size * args.length_pool_batches
-    batches = []
-    for start in range(0, len(order), pool):
-        chunk = order[start : start + pool]
-        grouped = length_batches(
-            [lengths[i] for i in chunk], args.batch_size, args.max_tokens_per_batch
-        )
-        batches += [[chunk[i] for i in batch] for batch in grouped]
+    if args.pack and args.pack_rows:
+        # Rows of mixed lengths are full either way: no grouping by length.
+        batches = fill_rows(order, lengths, args.pack_rows, args.max_length)
+    else:
+        pool = args.batch_size * args.length_pool_batches
+        batches = []
+        for start in range(0, len(order), pool):
+            chunk = order[start : start + pool]
+            grouped = length_batches(
+                [lengths[i] for i in chunk], args.batch_size, args.max_tokens_per_batch
+            )
+            batches += [[chunk[i] for i in batch] for batch in grouped]
     rng.shuffle(batches)
     padded = math.ceil(len(batches) / world) * world
     batches = [batches[i % len(batches)] for i in range(padded)]

@@ -41,14 +41,19 @@ def test_the_training_precision_and_speed_settings_reach_the_training_arguments(
     precision: str, bf16: bool | None, master_weights: bool
 ) -> None:
     settings = Settings(
-        prm_base_model="tiny", train_precision=precision, train_pack=True, train_compile=True
+        prm_base_model="tiny",
+        train_precision=precision,
+        train_pack=True,
+        train_pack_rows=5,
+        train_compile=True,
     )
 
     args = training_args_from(settings)
 
     assert (args.bf16, args.master_weights) == (bf16, master_weights)
-    assert args.pack and args.compile
-    assert not training_args_from(Settings(prm_base_model="tiny")).pack
+    assert args.pack and args.compile and args.pack_rows == 5
+    default = training_args_from(Settings(prm_base_model="tiny"))
+    assert not default.pack and default.pack_rows == 0
 
 
 def test_a_reading_the_cache_does_not_hold_is_refused() -> None:
