@@ -32,3 +32,17 @@ def test_the_rows_name_the_batch_and_the_profiles_name_the_operators(tmp_path: P
 def test_padding_share_counts_the_positions_padded_to_each_batchs_longest() -> None:
     # Batches [5, 3] and [2]: 2 x 5 + 1 x 2 = 12 positions, 10 of them tokens.
     assert padding_share([5, 3, 2], [[0, 1], [2]]) == 1 - 10 / 12
+
+
+def test_filled_rows_report_the_solutions_a_batch_took(tmp_path: Path) -> None:
+    rows_file = tmp_path / "rows.jsonl"
+
+    main(
+        ["--config", "tiny", "--device", "cpu", "--steps", "2", "--warmup-steps", "0",
+         "--batch-size", "4", "--max-length", "1024", "--pack", "--pack-rows", "2",
+         "--phases", "train", "--json", str(rows_file)]
+    )  # fmt: skip
+
+    (train,) = [json.loads(line) for line in rows_file.read_text().splitlines()]
+    steps = int(train["count"].split()[0])
+    assert train["batch"] == f"2 rows ({8 / steps:.1f})"  # 8 solutions over its steps
