@@ -155,9 +155,10 @@ def _epoch_batches(
     Examples are shuffled, then sorted by length within pools of ``length_pool_batches``
     batches, so batches pad little yet mix solutions of different lengths: sorting the
     whole set makes batches of only short (often ending in an error) or only long
-    solutions, and that slows learning several-fold. The plan is cycled up to a multiple
-    of the world size so every rank takes the same number of steps (a rank with fewer
-    would leave the others waiting forever).
+    solutions, and that slows learning several-fold. With ``pack_rows`` the shuffled
+    examples fill batches of that many rows instead (``fill_rows``). The plan is cycled up
+    to a multiple of the world size so every rank takes the same number of steps (a rank
+    with fewer would leave the others waiting forever).
     """
     rng = random.Random(args.seed * 1_000_003 + epoch)
     order = rng.sample(range(len(lengths)), len(lengths))
