@@ -88,6 +88,7 @@ from worker.eval_sets import (
 from worker.model import (
     IGNORE_INDEX,
     TrainingArgs,
+    padding_with_eos,
     resolve_device,
     score_batch_size_on,
     uses_bf16,
@@ -254,14 +255,9 @@ def prm_config(
 
 
 def padding_tokenizer(directory: str | Path) -> PreTrainedTokenizerBase:
-    """The model's tokenizer, with its end-of-text token as the padding token where it has
-    none: TRL's collator pads every batch, and a tokenizer converted from SmolLM2's GGUF by
-    transformers 5.17 (the GPU image's) came without one. Padding is masked out, so which
-    token pads changes nothing."""
-    tokenizer = AutoTokenizer.from_pretrained(directory)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
+    """The model's tokenizer, padding as the worker's does (TRL's collator pads every
+    batch), without the worker's step token, which TRL's model has no embedding for."""
+    return padding_with_eos(AutoTokenizer.from_pretrained(directory))
 
 
 def train_trl(data: Split, options: argparse.Namespace, train_seed: int) -> Trained:

@@ -444,13 +444,15 @@ def reading_layer(reading: str, kept: int) -> int:
 
 
 def decoder_layers(backbone: PreTrainedModel) -> nn.ModuleList:
-    layers = getattr(backbone, "layers", None)
+    """The backbone's list of decoder layers, also under ``lora`` mode's PEFT wrapper."""
+    get_base_model = getattr(backbone, "get_base_model", None)  # a PeftModel's
+    layers = getattr(get_base_model() if get_base_model else backbone, "layers", None)
     if not isinstance(layers, nn.ModuleList):
         raise ValueError(f"{type(backbone).__name__} has no decoder layer list")
     return layers
 
 
-def compile_layers(model: nn.Module) -> Callable[[], None]:
+def compile_layers(model: PRM) -> Callable[[], None]:
     """Put each decoder layer of ``model`` through ``torch.compile``; returns the undo.
 
     Layer by layer rather than the whole model: the layers share one forward, so the first
@@ -459,7 +461,7 @@ def compile_layers(model: nn.Module) -> Callable[[], None]:
     (BENCHMARKS.md). What compiling buys, fused elementwise chains (norms, rotary
     embeddings, the gated activation, residual adds), lies inside the layers anyway.
     """
-    layers = _layer_list(model)
+    layers = decoder_layers(model.backbone)
     originals = list(layers)
     for index, layer in enumerate(originals):
         layers[index] = cast(nn.Module, torch.compile(layer))
@@ -469,14 +471,6 @@ def compile_layers(model: nn.Module) -> Callable[[], None]:
             layers[index] = layer
 
     return undo
-
-
-def _layer_list(model: nn.Module) -> nn.ModuleList:
-    """The decoder's list of layers, also under a PEFT wrapper (``...model.layers``)."""
-    for name, module in model.named_modules():
-        if name.rpartition(".")[2] == "layers" and isinstance(module, nn.ModuleList):
-            return module
-    raise ValueError(f"{type(model).__name__} has no list of decoder layers to compile")
 
 
 def _keep_output(
@@ -549,10 +543,18 @@ def prepare_tokenizer(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizer
     """Add the step-end token if missing, and a pad token (the eos) where there is none."""
     if STEP_TOKEN not in tokenizer.get_vocab():
         tokenizer.add_tokens([STEP_TOKEN], special_tokens=True)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    padding_with_eos(tokenizer)
     # Right padding keeps each sequence's positions 0..n-1 under a causal mask.
     tokenizer.padding_side = "right"
+    return tokenizer
+
+
+def padding_with_eos(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
+    """The end-of-text token as the pad token where there is none: a tokenizer converted
+    from a GGUF may name none (transformers 5.17 converts SmolLM2's so), and padding is
+    masked out, so which token pads changes nothing."""
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
 
 
@@ -873,14 +875,13 @@ def fill_rows(order: list[int], lengths: list[int], rows: int, width: int) -> li
     waiting = deque(order)
     while waiting:
         batch: list[int] = []
-        held: list[int] = []
         aside: list[int] = []
         while waiting and len(aside) < FILL_LOOKAHEAD:
             index = waiting.popleft()
-            wanted = [*held, lengths[index]]
+            wanted = [lengths[i] for i in (*batch, index)]
+            # The sum rules most out at once; packing decides the rest.
             if sum(wanted) <= rows * width and len(pack_rows(wanted, width)) <= rows:
                 batch.append(index)
-                held = wanted
             else:
                 aside.append(index)
         waiting.extendleft(reversed(aside))
