@@ -108,6 +108,9 @@ quality() {
     step lora 170 python3 -m bench.prm_quality --device cuda --data .gpu_data \
         --models smollm2-135m-lora --train-seeds 0,1 --json "$OUT/lora.json"
     step trl 140 python3 -m bench.trl_prm --device cuda --data .gpu_data --json "$OUT/trl.json"
+    # The host's side of scoring: tokenizing a call a solution against one call for all, on
+    # this machine's cores (2 on the CPU machines that measured it first).
+    step tokenizing 40 python3 -m bench.tokenizing --data .gpu_data --repeats 2
 }
 
 case ${1:-} in

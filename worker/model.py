@@ -284,18 +284,68 @@ def encode(
     survives. A step whose end token is cut is dropped with its label, and ``first_step``
     says how many were dropped; the score functions score those steps from a shorter
     prefix instead (a causal model's step score depends only on what precedes it).
+    ``encode_many`` does the same for many solutions at once.
     """
-    if labels is not None and len(labels) != len(steps):
-        raise ValueError(f"{len(labels)} labels for {len(steps)} steps")
+    pieces = tokenize_solutions(tokenizer, [(problem, steps)])[0]
+    return lay_out(tokenizer, pieces, labels, max_length)
+
+
+def encode_many(
+    tokenizer: PreTrainedTokenizerBase,
+    solutions: list[tuple[str, list[str], list[int | None] | None]],
+    max_length: int,
+) -> list[Encoded]:
+    """``encode`` for each (problem, steps, labels), in one tokenizer call."""
+    pieces = tokenize_solutions(tokenizer, [(problem, steps) for problem, steps, _ in solutions])
+    return [
+        lay_out(tokenizer, solution, labels, max_length)
+        for solution, (_, _, labels) in zip(pieces, solutions, strict=True)
+    ]
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """A solution's text as ``encode`` tokenizes it: the problem's line, then each step."""
+
+    problem: list[int]
+    steps: list[list[int]]
+
+
+def tokenize_solutions(
+    tokenizer: PreTrainedTokenizerBase, solutions: list[tuple[str, list[str]]]
+) -> list[Pieces]:
+    """Each (problem, steps) solution's pieces, tokenized on their own (see ``encode``).
+
+    One call for all of them: a fast tokenizer spreads a call's texts over its threads
+    (bench/tokenizing.py measures what that buys on a machine's cores).
+    """
+    texts = [text for problem, steps in solutions for text in (problem + "\n", *steps)]
+    if not texts:
+        return []
+    ids = tokenizer(texts, add_special_tokens=False, split_special_tokens=True)["input_ids"]
     step_id = step_token_id(tokenizer)
-    pieces = tokenizer(
-        [problem + "\n", *steps], add_special_tokens=False, split_special_tokens=True
-    )["input_ids"]
-    if any(step_id in piece for piece in pieces):
+    if any(step_id in piece for piece in ids):
         raise ValueError(f"text encoded to {STEP_TOKEN}; the tokenizer ignores split_special")
-    body, body_labels = list(pieces[0]), [IGNORE_INDEX] * len(pieces[0])
+    pieces, at = [], 0
+    for _, steps in solutions:
+        pieces.append(Pieces(ids[at], ids[at + 1 : at + 1 + len(steps)]))
+        at += 1 + len(steps)
+    return pieces
+
+
+def lay_out(
+    tokenizer: PreTrainedTokenizerBase,
+    pieces: Pieces,
+    labels: list[int | None] | None,
+    max_length: int,
+) -> Encoded:
+    """The layout ``encode`` describes, from a solution's tokenized pieces."""
+    if labels is not None and len(labels) != len(pieces.steps):
+        raise ValueError(f"{len(labels)} labels for {len(pieces.steps)} steps")
+    step_id = step_token_id(tokenizer)
+    body, body_labels = list(pieces.problem), [IGNORE_INDEX] * len(pieces.problem)
     starts, ends = [], []
-    for index, piece in enumerate(pieces[1:]):
+    for index, piece in enumerate(pieces.steps):
         rating = None if labels is None else labels[index]
         label = IGNORE_INDEX if rating is None else rating + 1
         starts.append(len(body))

@@ -23,15 +23,17 @@ from worker.head import StepHead
 from worker.model import (
     PRM,
     Encoded,
+    Pieces,
     StepPositions,
     TrainingArgs,
     autocast,
     collate,
     compile_layers,
     device_tensor,
-    encode,
+    lay_out,
     length_batches,
     score_batch_size_on,
+    tokenize_solutions,
     uses_bf16,
 )
 
@@ -89,10 +91,11 @@ def _windows(
     index in ``items``, plus ``first_item`` (where ``items`` is a chunk of a longer list).
     """
     windows = []
-    for index, (problem, steps) in enumerate(items, start=first_item):
-        end = len(steps)
+    # Tokenized once: a window's layout is made of the same pieces as the whole solution's.
+    for index, whole in enumerate(tokenize_solutions(tokenizer, items), start=first_item):
+        end = len(whole.steps)
         while end > 0:
-            encoded = encode(tokenizer, problem, steps[:end], None, max_length)
+            encoded = lay_out(tokenizer, Pieces(whole.problem, whole.steps[:end]), None, max_length)
             windows.append(_Window(index, encoded))
             end = encoded.first_step
     return windows

@@ -41,7 +41,7 @@ from worker.model import (
     collate_packed,
     compile_layers,
     enable_gradient_checkpointing,
-    encode,
+    encode_many,
     fill_rows,
     length_batches,
     resolve_device,
@@ -338,9 +338,9 @@ def fit(
     if args.mode == "head":
         return _fit_head(model, tokenizer, train_examples, args, on_progress, should_stop, cache)
     rank, world = _rank_and_world()
-    encoded = [
-        encode(tokenizer, e.problem, e.steps, e.labels, args.max_length) for e in train_examples
-    ]
+    encoded = encode_many(
+        tokenizer, [(e.problem, e.steps, e.labels) for e in train_examples], args.max_length
+    )
     encoded = [e for e in encoded if _labeled_tokens(e)]
     stats = FitStats(
         examples=len(encoded),

@@ -25,6 +25,7 @@ from worker.model import (
     byte_tokenizer,
     collate,
     encode,
+    encode_many,
     length_batches,
     step_token_id,
     training_args_for,
@@ -98,6 +99,24 @@ def test_truncation_keeps_every_kept_label_aligned(
         assert encoded.label_ids[position] - 1 == TRICKY_LABELS[encoded.first_step + offset]
     labeled = [i for i, label in enumerate(encoded.label_ids) if label != IGNORE_INDEX]
     assert labeled == encoded.step_end_positions
+
+
+@pytest.mark.parametrize("max_length", [3, 20, 60, 4096])
+def test_many_solutions_encode_as_each_alone(
+    tokenizer: PreTrainedTokenizerBase, max_length: int
+) -> None:
+    """One tokenizer call for all: no piece runs into its neighbour, none goes missing."""
+    solutions: list[tuple[str, list[str], list[int | None] | None]] = [
+        ("Problem ∫?", TRICKY_STEPS, [*TRICKY_LABELS]),
+        ("No steps", [], None),
+        ("", ["only", "unlabeled"], None),
+        ("A long problem statement.", TRICKY_STEPS[::-1], [None, 1, None, 0, -1, 1]),
+    ]
+
+    together = encode_many(tokenizer, solutions, max_length)
+
+    assert together == [encode(tokenizer, p, s, labels, max_length) for p, s, labels in solutions]
+    assert encode_many(tokenizer, [], max_length) == []
 
 
 def test_labels_must_match_the_steps(tokenizer: PreTrainedTokenizerBase) -> None:

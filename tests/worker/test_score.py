@@ -135,6 +135,26 @@ def test_long_solutions_are_scored_in_windows(untrained: Untrained) -> None:
     assert probabilities[0][:first_kept] == pytest.approx(prefix[0], abs=1e-6)
 
 
+def test_windows_are_the_prefixes_encoded_alone(untrained: Untrained) -> None:
+    """Windows are laid out from each solution's pieces, tokenized once: the same sequences
+    as encoding each prefix on its own, named by their solution."""
+    _, tokenizer = untrained
+    long_steps = [f"step {i}: " + "z" * 15 for i in range(12)]
+    items = [*ITEMS, ("p", long_steps)]
+
+    windows = _windows(tokenizer, items, 64, first_item=10)
+
+    expected = []
+    for index, (problem, steps) in enumerate(items, start=10):
+        end = len(steps)
+        while end > 0:
+            encoded = encode(tokenizer, problem, steps[:end], None, 64)
+            expected.append((index, encoded))
+            end = encoded.first_step
+    assert [(w.item, w.encoded) for w in windows] == expected
+    assert sum(w.item == 10 + len(ITEMS) for w in windows) > 1, "the long one needs windows"
+
+
 def test_throughput_is_measured(untrained: Untrained) -> None:
     model, tokenizer = untrained
 
