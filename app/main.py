@@ -94,11 +94,39 @@ async def http_error(request: Request, error: Exception) -> Response:
     return response
 
 
-async def invalid_request(_request: Request, error: Exception) -> Response:
-    """FastAPI's 422 for a request its types refuse, with the input it echoes made JSON-safe:
-    a NaN or a lone surrogate there would fail the response, a 500 in place of the 422."""
+async def invalid_request(request: Request, error: Exception) -> Response:
+    """A request whose types are refused: a page for a browser (or a fragment for htmx)
+    that names what is wrong, else FastAPI's JSON 422 with the input it echoes made
+    JSON-safe (a NaN or a lone surrogate there would fail the response, a 500 in place of
+    the 422)."""
     assert isinstance(error, RequestValidationError)
+    if _from_a_page(request):
+        context = {"status_code": 422, "title": "Invalid request", "message": refusals(error)}
+        block = "error" if wants_fragment(request) else None
+        return render(request, "error.html", context, block=block, status_code=422)
     return JSONResponse({"detail": json_safe(jsonable_encoder(error.errors()))}, status_code=422)
+
+
+def _from_a_page(request: Request) -> bool:
+    """A browser's navigation or form (it asks for HTML) or an htmx swap, not an API call."""
+    if request.url.path.startswith("/api/"):
+        return False
+    return wants_fragment(request) or "text/html" in request.headers.get("accept", "")
+
+
+def refusals(error: RequestValidationError, shown: int = 3) -> str:
+    """What is wrong with the request, field by field; never the input itself, which may be
+    long (a 5,000-character name) or anything at all."""
+    parts = []
+    for problem in error.errors()[:shown]:
+        where = [str(part) for part in problem.get("loc", ()) if part not in LOCATIONS]
+        parts.append(f"{'.'.join(where) or 'the request'}: {problem.get('msg', 'invalid')}")
+    more = len(error.errors()) - shown
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "") + "."
+
+
+LOCATIONS = ("query", "path", "body", "header", "cookie")
+"""Where FastAPI says a refused value came from: not part of the field's name."""
 
 
 async def server_error(_request: Request, _error: Exception) -> Response:

@@ -180,14 +180,15 @@ def test_a_login_name_with_nul_answers_422(client: TestClient) -> None:
 def test_admin_text_with_nul_answers_422(
     client: TestClient, engine: Engine, admin_token: str
 ) -> None:
-    for url, form in [
-        ("/admin/users", {"name": "zoe\x00", "role": "labeler"}),
-        ("/admin/guidelines", {"text": "\x00"}),
+    for url, form, field in [
+        ("/admin/users", {"name": "zoe\x00", "role": "labeler"}, "name"),
+        ("/admin/guidelines", {"text": "\x00"}, "text"),
     ]:
         response = client.post(url, data=form, headers={**HTMX, "X-CSRF-Token": admin_token})
         assert response.status_code == 422, url
-        message = "Value error, must not contain the NUL character"
-        assert response.json()["detail"][0]["msg"] == message
+        # The form's htmx swap gets the error block, which names the field.
+        message = f"{field}: Value error, must not contain the NUL character."
+        assert f"<p>{message}</p>" in response.text, url
     with Session(engine) as session:
         assert session.scalar(select(func.count()).select_from(User)) == 1
 
@@ -228,3 +229,41 @@ def _submit(client: TestClient, task: tuple[str, int], body: str) -> httpx.Respo
 def _no_label(engine: Engine) -> None:
     with Session(engine) as session:
         assert session.scalar(select(func.count()).select_from(Label)) == 0
+
+
+BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+"""What a browser's navigation and form posts ask for."""
+
+
+def test_a_browser_gets_a_page_that_names_the_refused_field(
+    client: TestClient, admin_token: str
+) -> None:
+    """Pages answer a refused query with an HTML page (a fragment for htmx), API clients
+    with FastAPI's JSON."""
+    page = client.get("/admin/data?page=abc", headers=BROWSER)
+    assert page.status_code == 422 and page.headers["content-type"].startswith("text/html")
+    assert "422 · Invalid request" in page.text
+    assert "page: Input should be a valid integer" in page.text
+    assert "<html" in page.text
+
+    fragment = client.get("/admin/data?page=abc", headers={**BROWSER, **HTMX})
+    assert fragment.status_code == 422 and "<html" not in fragment.text
+    assert "page: Input should be a valid integer" in fragment.text
+
+    api = client.get("/admin/data?page=abc")  # no Accept: an API client
+    assert api.json()["detail"][0]["loc"] == ["query", "page"]
+    assert client.get("/api/admin/agreement?generation=x", headers=BROWSER).json()["detail"]
+
+
+def test_a_refused_login_name_is_not_echoed(client: TestClient) -> None:
+    token = csrf_from(client.get("/login").text)
+    name = "n" * 5000
+
+    refused = client.post(
+        "/login", data={"name": name, "password": "x", "csrf_token": token}, headers=BROWSER
+    )
+
+    assert refused.status_code == 422
+    assert re.search(r"<p>name: [^<]*at most 120\b", refused.text)
+    assert name not in refused.text
+    assert 'maxlength="120"' in client.get("/login").text

@@ -112,7 +112,11 @@ class Pool:
     low: bool
     """The pool can no longer fill a full generation."""
     wrong_answers_low: bool
-    """Too few wrong-answer candidates for the configured share (wrong-answer strategies)."""
+    """Too few wrong-answer candidates for the configured share (wrong-answer strategies),
+    even if every ungraded solution turned out wrong: before the worker's first grading
+    the pool has no candidates yet and is not short of them."""
+    wrong_share: float
+    """The share of a generation the wrong-answer strategies fill with wrong answers."""
     strategy: str
     """How the next generation is chosen (``select_strategy``)."""
     per_selection: str
@@ -316,7 +320,8 @@ def pool_status(session: Session, settings: Settings) -> Pool:
         full_generation=full,
         wrong_answers_wanted=wanted,
         low=next_generation < full,
-        wrong_answers_low=wrong_strategy and int(wrong) < wanted,
+        wrong_answers_low=wrong_strategy and int(wrong) + int(ungraded) < wanted,
+        wrong_share=settings.select_wrong_share,
         strategy=settings.select_strategy,
         per_selection=f"the top {top_k} of the pool" if top_k else f"{k} per problem",
         control_share=settings.select_control_share,

@@ -422,6 +422,22 @@ def screening_question(connection: Connection, labeler_id: int) -> int | None:
     return _scalar(execute(connection, _SCREENING, {"labeler_id": labeler_id}))
 
 
+_HAD_SCREENING = _statement(
+    select(_A.id)
+    .join(SOLUTIONS, _S.id == _A.solution_id)
+    .where(
+        _A.labeler_id == bindparam("labeler_id"),
+        _S.generation == _constant(SCREENING_GENERATION),
+    )
+    .limit(_LIMIT_1)
+)
+
+
+def had_screening(connection: Connection, labeler_id: int) -> bool:
+    """Whether the labeler was ever given a screening question."""
+    return _scalar(execute(connection, _HAD_SCREENING, {"labeler_id": labeler_id})) is not None
+
+
 def any_quality_control_question(connection: Connection, labeler_id: int) -> int | None:
     """The first gold solution the labeler has not had."""
     return _scalar(execute(connection, _ANY_QUALITY_CONTROL, {"labeler_id": labeler_id}))

@@ -32,9 +32,11 @@ async def next_task(request: Request, login: LoggedIn) -> HTMLResponse:
     """The labeler's home: their current task or a new one (a fragment for htmx)."""
     viewer, task = await in_database_thread(service.take_next_task, login)
     request.state.viewer = viewer
+    waiting = task is None and not viewer.is_approved
     context = {
         "task": task,
-        "waiting_for_approval": task is None and not viewer.is_approved,
+        "waiting_for_approval": waiting,
+        "screened": waiting and await in_database_thread(service.had_screening, login),
         "note_max_chars": NOTE_MAX_CHARS,
         "human_step_max_chars": HUMAN_STEP_MAX_CHARS,
     }

@@ -85,6 +85,13 @@ def take_next_task(login: Login) -> tuple[Viewer, TaskView | None]:
         return viewer, task_view(connection, lease) if lease else None
 
 
+def had_screening(login: Login) -> bool:
+    """Whether the labeler was given screening questions: a labeler who waits for approval
+    without any learns that none were set, not that their screening is done."""
+    with core_autocommit() as connection:
+        return repository.had_screening(connection, login.user_id)
+
+
 @retried_once_on_conflict
 def submit(login: Login, assignment_id: int, body: SubmissionInput) -> SavedLabel:
     """Store the task's label once (SubmissionError if it breaks a rule, LeaseLost if the

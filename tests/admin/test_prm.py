@@ -251,6 +251,23 @@ def test_pool_counts_what_the_selection_can_take(session: Session) -> None:
     assert uniform.low and not uniform.wrong_answers_low
 
 
+def test_a_pool_not_graded_yet_is_not_short_of_wrong_answers(session: Session) -> None:
+    """Before the worker's first grading no solution is a candidate yet: no warning."""
+    problem = make_solution(session).problem
+    for correct in (None, None, None, False):
+        add_to_pool(session, problem, correct)
+    settings = Settings(select_per_problem=4, generation_max_size=4, select_wrong_share=1.0)
+
+    pool = pool_status(session, settings)
+
+    assert (pool.wrong_answer_candidates, pool.ungraded, pool.wrong_answers_wanted) == (1, 3, 4)
+    assert not pool.wrong_answers_low
+    # Short even if the 3 ungraded turn out wrong: warned.
+    bigger = Settings(select_per_problem=6, generation_max_size=6, select_wrong_share=1.0)
+    short = pool_status(session, bigger)
+    assert short.wrong_answers_wanted == 6 and short.wrong_answers_low
+
+
 def test_an_empty_pool_is_low(session: Session) -> None:
     pool = pool_status(session, SETTINGS)
     assert (pool.left, pool.problems, pool.next_generation, pool.low) == (0, 0, 0, True)

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from app.db import retried_once_on_conflict
 from app.labeling import repository
 from app.main import create_app
-from app.models import Label, Role
+from app.models import SCREENING_GENERATION, Label, Role
 from app.templating import math_text, step_text
 from app.users import deactivate, reset_password
 from tests.factories import PASSWORD, make_solution
@@ -328,10 +328,28 @@ def test_my_work_counts_tasks_and_median_time(
 
 
 def test_unapproved_labeler_without_screening_waits(app_client: TestClient, engine: Engine) -> None:
+    """No screening questions were set: the page says so, not that the screening is done."""
     add_user(engine, "newcomer", approved=False)
     log_in(app_client, "newcomer")
     page = app_client.get("/label/next").text
+    assert "There are no screening questions for you yet" in page
+    assert "your screening is done" not in page
+
+
+def test_unapproved_labeler_waits_after_answering_the_screening(
+    app_client: TestClient, engine: Engine
+) -> None:
+    with Session(engine) as session:
+        make_solution(session, STEPS, generation=SCREENING_GENERATION, overlap=1)
+        session.commit()
+    add_user(engine, "newcomer", approved=False)
+    headers = {"X-CSRF-Token": log_in(app_client, "newcomer")}
+    task = task_id(app_client.get("/label/next").text)
+    assert app_client.post(f"/api/tasks/{task}/label", json=SOLVED, headers=headers).is_success
+
+    page = app_client.get("/label/next").text
     assert "your screening is done" in page
+    assert "no screening questions" not in page
 
 
 @pytest.mark.parametrize(
