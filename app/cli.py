@@ -207,7 +207,7 @@ def export(
     """Write labels as PRM800K JSONL (one line per label) or TRL stepwise rows, or the
     give-up and bad-problem notes of the labels (``--format notes``)."""
     from app.datasets.bulk import paused_gc
-    from app.datasets.export import ExportError, ExportFilter, count_labels
+    from app.datasets.export import ExportError, ExportFilter, count_labels, unknown_labelers
     from app.db import transaction
 
     if export_format not in FORMATS:
@@ -220,6 +220,11 @@ def export(
         include_screening=include_screening,
     )
     _require_current_schema()
+    with transaction() as session:
+        unknown = unknown_labelers(session, label_filter.labelers)
+    if unknown:
+        names = ", ".join(map(repr, unknown))
+        _fail(f"--labeler: no user has the name or UUID {names} (steplabel users list)", 2)
     try:
         with (
             transaction() as session,

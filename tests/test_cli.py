@@ -100,6 +100,23 @@ def test_import_then_export_to_file_and_stdout(tmp_path: Path, engine: Engine) -
     assert all(len(row["completions"]) == len(row["labels"]) for row in rows)
 
 
+def test_an_unknown_labeler_is_refused_before_anything_is_written(
+    tmp_path: Path, engine: Engine
+) -> None:
+    runner.invoke(cli, ["seed-demo", "--credentials", str(tmp_path / "creds.txt")])
+    target = tmp_path / "export.jsonl"
+
+    typo = runner.invoke(
+        cli, ["export", "-o", str(target), "--labeler", "admin", "--labeler", "nobody"]
+    )
+
+    assert typo.exit_code == 2
+    assert "--labeler: no user has the name or UUID 'nobody'" in typo.stderr
+    assert not target.exists()
+    known = runner.invoke(cli, ["export", "-o", str(target), "--labeler", "admin"])
+    assert known.exit_code == 0 and "wrote 2 lines" in known.stderr  # the gold labels
+
+
 def test_unknown_format_is_refused(engine: Engine) -> None:
     result = runner.invoke(cli, ["export", "--format", "csv", "-o", "-"])
     assert result.exit_code == 2

@@ -55,6 +55,18 @@ class ExportFilter:
         return query
 
 
+def unknown_labelers(session: Session, labelers: Sequence[str]) -> list[str]:
+    """Those of ``labelers`` (UUIDs or user names) that are nobody's: a typo would
+    otherwise export nothing without a word."""
+    found = session.execute(
+        select(USERS.uuid, USERS.name).where(
+            or_(USERS.uuid.in_(labelers), USERS.name.in_(labelers))
+        )
+    ).all()
+    known = {value for row in found for value in row}
+    return [labeler for labeler in labelers if labeler not in known]
+
+
 class ExportError(ValueError):
     """A stored label cannot be written as JSON."""
 

@@ -34,7 +34,7 @@ from app.models import (
 )
 from tests.browser.live import ROOT, LiveApp
 from tests.browser.pages import logged_in
-from tests.factories import make_label, prm_run_metrics
+from tests.factories import make_label, make_user, prm_run_metrics
 
 SIZES = {"1280x900": (1280, 900), "390x844": (390, 844)}
 ARTIFACTS = ROOT / "test-artifacts" / "admin-pages"
@@ -60,6 +60,9 @@ class Project:
     failed_job: int
 
 
+LONG_NAME = "y" * 120
+
+
 @pytest.fixture(scope="module")
 def project(browser: Browser, live_app: LiveApp) -> Project:
     with Session(live_app.engine) as session:
@@ -78,6 +81,8 @@ def project(browser: Browser, live_app: LiveApp) -> Project:
         runs = add_runs(session)
         jobs = add_import_jobs(session)
         answer = answer_a_question(session, "alice")
+        # The longest name the users form takes: no page may grow wider for it.
+        make_user(session, LONG_NAME, approved=False)
         phase1 = session.scalars(
             select(Solution.id)
             .where(Solution.style == TaskStyle.PHASE1.value, Solution.completed_count == 2)
