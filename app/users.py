@@ -1,6 +1,7 @@
 """Users: labelers and admins, with argon2-hashed passwords."""
 
 import secrets
+import unicodedata
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerifyMismatchError
@@ -40,8 +41,13 @@ def create_user(
     Labelers start unapproved: they get the screening questions until an admin approves
     them. Admins need no approval.
     """
-    if session.scalar(select(User.id).where(User.name == name)) is not None:
-        raise ValueError(f"a user named {name!r} already exists")
+    check_name(name)
+    taken = next(
+        (n for n in session.scalars(select(User.name)) if n.casefold() == name.casefold()), None
+    )
+    if taken is not None:
+        same = "" if taken == name else f" (as {taken!r}: names differ by more than case)"
+        raise ValueError(f"a user named {name!r} already exists{same}")
     user = User(
         name=name,
         role=role.value,
@@ -51,6 +57,20 @@ def create_user(
     session.add(user)
     session.flush()
     return user
+
+
+JOINERS = "\u200c\u200d"
+"""The zero-width non-joiner and joiner: invisible, but part of how Persian names and some
+emoji are written."""
+
+
+def check_name(name: str) -> None:
+    """Refuse a name with control or invisible characters: a right-to-left override
+    (U+202E) would show "evil" as "live" in every list of users."""
+    hidden = [c for c in name if unicodedata.category(c).startswith("C") and c not in JOINERS]
+    if hidden:
+        codes = ", ".join(f"U+{ord(c):04X}" for c in dict.fromkeys(hidden))
+        raise ValueError(f"a name must not hold control or invisible characters ({codes})")
 
 
 def user_by_name(session: Session, name: str) -> User:

@@ -53,6 +53,10 @@ def test_create_a_user_refuses_bad_input_and_writes_nothing(admin: Admin, engine
         ({"name": "   "}, "give the user a name"),
         ({"name": "x" * 121}, "at most 120 characters"),
         ({"name": "root"}, "a user named &#39;root&#39; already exists"),
+        ({"name": "Root"}, "already exists (as &#39;root&#39;: names differ by more than case)"),
+        ({"name": "zoe \u202eevil"}, "must not hold control or invisible characters (U+202E)"),
+        ({"name": "tab\tname"}, "(U+0009)"),
+        ({"name": "soft\u00adhyphen"}, "(U+00AD)"),
         ({"name": "zed", "role": "owner"}, "the role is one of labeler, admin"),
     ]:
         refused = admin.post("/admin/users", data)
@@ -61,6 +65,8 @@ def test_create_a_user_refuses_bad_input_and_writes_nothing(admin: Admin, engine
         assert "HX-Trigger" not in refused.headers
     with Session(engine) as session:
         assert session.scalar(select(func.count()).select_from(User)) == 1
+    # A Persian name's zero-width non-joiner is part of how it is written.
+    assert admin.post("/admin/users", {"name": "ma\u200cryam"}).status_code == 200
 
 
 def test_forms_need_the_csrf_token(admin: Admin, engine: Engine) -> None:
