@@ -269,8 +269,18 @@
   }
 
   function changed() {
+    clearFlash();
     saveDraft();
     render();
+  }
+
+  // "Saved." (or why not) is about the task before: gone once this one is worked on.
+  function clearFlash() {
+    var flash = document.querySelector(".flash");
+    if (flash && flash.textContent) {
+      flash.textContent = "";
+      flash.classList.remove("warning");
+    }
   }
 
   function render() {

@@ -86,6 +86,10 @@ def test_keyboard_only_labeling_swaps_in_the_next_task(
     assert page.evaluate("window.__marker") == "no reload"
     # The fragment htmx swapped in has its math typeset too.
     expect(page.locator("#task .problem .katex").first).to_be_visible()
+    # "Saved." was about the first task: the second one's first rating clears it.
+    press(page, "3")
+    expect(page.locator(".flash")).to_have_text("")
+    press(page, "u")
 
     [label] = labels_of(live_app.engine, labeler)
     assert (label.solution_id, label.finish_reason) == (first, "solution")
