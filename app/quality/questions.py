@@ -20,8 +20,11 @@ from app.models import (
 def mark_quality_control(session: Session, solution_id: int, label_id: int) -> GoldLabel:
     """Make ``label_id`` the gold label of ``solution_id``; it is then served to everyone.
 
-    Raises LookupError for an unknown label, ValueError for a label of another solution.
+    Raises LookupError for an unknown solution or label, ValueError for a label of
+    another solution.
     """
+    if session.get(Solution, solution_id) is None:
+        raise LookupError(f"there is no solution {solution_id}")
     label = session.get(Label, label_id)
     if label is None:
         raise LookupError(f"there is no label {label_id}")

@@ -182,6 +182,8 @@ def test_make_and_remove_a_gold_label(admin: Admin, engine: Engine) -> None:
     wrong = admin.post("/admin/qc/gold", {"solution_id": str(other_id), "label_id": str(label_id)})
     assert wrong.status_code == 422
     assert f"label {label_id} is not a label of solution {other_id}" in wrong.text
+    nowhere = admin.post("/admin/qc/gold", {"solution_id": "999999", "label_id": str(label_id)})
+    assert nowhere.status_code == 422 and "there is no solution 999999" in nowhere.text
     assert admin.post("/admin/qc/gold", {"solution_id": "x", "label_id": "1"}).status_code == 422
 
     made = admin.post(
