@@ -636,7 +636,8 @@ def _prm_context(session: Session) -> dict[str, Any]:
 @pages.post("/prm/train", response_class=HTMLResponse)
 def train_now(request: Request, session: DbSession, admin: CurrentAdmin) -> HTMLResponse:
     run = training.request_run(session, admin.id)
-    message = f"Training run {run.id} is waiting for the worker (python -m worker)."
+    # The figures below say it waits: this line says only what the button did.
+    message = f"Training run {run.id} requested."
     return _prm_answer(request, session, message=message)
 
 
