@@ -49,6 +49,8 @@ class ImportSummary:
     created: dict[str, int] = field(default_factory=dict)
 
     def describe(self) -> str:
+        if not self.lines:  # an empty upload is a mistake more often than not: say so
+            return f"no lines read: the file is empty, no {self.kind} added"
         extra = ", ".join(f"{count} new {name}" for name, count in self.created.items() if count)
         text = (
             f"{self.lines} lines read: {self.added} {self.kind} added, "

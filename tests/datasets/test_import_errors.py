@@ -234,3 +234,14 @@ def test_a_generation_out_of_range_is_refused(tmp_path: Path, engine: Engine) ->
     assert result.exit_code == 2
     assert "Invalid value for '--generation'" in result.stderr and "2147483647" in result.stderr
     assert set(count_rows(engine).values()) == {0}
+
+
+def test_an_empty_file_is_said_to_be_empty(tmp_path: Path, engine: Engine) -> None:
+    before = count_rows(engine)
+    empty = write_lines(tmp_path / "empty.jsonl", [])
+
+    result = runner.invoke(cli, ["import", "prm800k", str(empty)])
+
+    assert result.exit_code == 0, result.output
+    assert "no lines read: the file is empty, no labels added" in result.stdout
+    assert count_rows(engine) == before
