@@ -19,7 +19,7 @@ from fastapi.responses import (
     Response,
 )
 from fastapi.staticfiles import StaticFiles
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from starlette.exceptions import HTTPException
 from starlette.middleware.sessions import SessionMiddleware
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
@@ -27,9 +27,9 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from app import browse, login, schema
 from app.admin import import_jobs
 from app.admin import router as admin
-from app.auth import current_admin
+from app.auth import Login, Viewer, check_login, current_admin, login_of
 from app.config import get_settings, session_secret
-from app.db import dispose_engines, get_engine
+from app.db import dispose_engines, get_engine, in_database_thread
 from app.inputs import json_safe
 from app.labeling import router as labeling
 from app.security import SECURITY_HEADERS, BodySizeLimit, SecurityHeaders, UntrustedForwarding
@@ -89,6 +89,8 @@ async def http_error(request: Request, error: Exception) -> Response:
         "message": error.detail,
     }
     block = "error" if wants_fragment(request) else None
+    if block is None:
+        await _find_viewer(request)
     response = render(request, "error.html", context, block=block, status_code=error.status_code)
     response.headers.update(error.headers or {})
     return response
@@ -103,8 +105,30 @@ async def invalid_request(request: Request, error: Exception) -> Response:
     if _from_a_page(request):
         context = {"status_code": 422, "title": "Invalid request", "message": refusals(error)}
         block = "error" if wants_fragment(request) else None
+        if block is None:
+            await _find_viewer(request)
         return render(request, "error.html", context, block=block, status_code=422)
     return JSONResponse({"detail": json_safe(jsonable_encoder(error.errors()))}, status_code=422)
+
+
+async def _find_viewer(request: Request) -> None:
+    """Who is logged in, for an error page's header as for every page's: a path that matched
+    no route, or was refused before its route ran, never looked."""
+    if getattr(request.state, "viewer", None) is not None or "session" not in request.scope:
+        return
+    try:
+        login = await login_of(request)
+    except HTTPException:
+        return  # nobody is logged in
+    request.state.viewer = await in_database_thread(_active_viewer, login)
+
+
+def _active_viewer(login: Login) -> Viewer | None:
+    try:
+        with get_engine().connect() as connection:
+            return check_login(connection, login)
+    except (HTTPException, SQLAlchemyError):
+        return None  # the login ended, or the database is down: a page without a name
 
 
 def _from_a_page(request: Request) -> bool:

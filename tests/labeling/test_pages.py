@@ -382,3 +382,17 @@ def test_math_text_escapes_and_shows_asymptote_as_code() -> None:
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert "$x&lt;y$" in html
     assert '<pre class="asy"><code>draw((0,0)--(1,1));</code></pre>' in html
+
+
+def test_error_pages_keep_the_logged_in_header(app_client: TestClient, engine: Engine) -> None:
+    """A path no route matched (or one refused before its route ran) still shows who is
+    logged in, with the way back to their work."""
+    labeler(app_client, engine)
+    browser = {"Accept": "text/html"}
+    for path, status in [("/tasks/999999", 404), ("/static/nope.js", 404), ("/me?page=x", 422)]:
+        page = app_client.get(path, headers=browser)
+        assert page.status_code == status, path
+        assert '<span class="who">alice</span>' in page.text, path
+    assert '<span class="who">' in app_client.get("/logout", headers=browser).text  # 405
+    app_client.cookies.clear()
+    assert '<span class="who">' not in app_client.get("/tasks/1", headers=browser).text
