@@ -110,15 +110,20 @@ def guidelines(request: Request, user: CurrentUser, session: DbSession) -> HTMLR
 
 @router.get("/admin/guidelines", response_class=HTMLResponse)
 def edit_guidelines(request: Request, admin: CurrentAdmin, session: DbSession) -> HTMLResponse:
-    context = {"guidelines": service.guidelines(session)}
+    context = {"guidelines": service.guidelines(session), "max_chars": GUIDELINES_MAX_CHARS}
     return render(request, "guidelines_edit.html", context)
+
+
+GUIDELINES_MAX_CHARS = 100_000
+"""At most 400 kB in UTF-8: the form can never reach the 1 MiB body limit, whose refusal
+would lose what the admin typed."""
 
 
 @router.post("/admin/guidelines", response_model=None)
 def save_guidelines(
     admin: CurrentAdmin,
     session: DbSession,
-    text: Annotated[Text, Form(max_length=100_000)],
+    text: Annotated[Text, Form(max_length=GUIDELINES_MAX_CHARS)],
 ) -> RedirectResponse:
     service.save_guidelines(session, text)
     return RedirectResponse("/guidelines", status_code=303)

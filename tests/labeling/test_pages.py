@@ -302,6 +302,10 @@ def test_guidelines_are_editable_by_admins_and_rendered_safely(
     page = app_client.get("/guidelines").text
     assert "<h1>Our rules</h1>" in page and "<strong>carefully</strong>" in page
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
+    # The form stops where the server does, far below the body limit that would lose it.
+    assert 'maxlength="100000"' in app_client.get("/admin/guidelines").text
+    too_long = {"text": "é" * 100_001, "csrf_token": token}
+    assert app_client.post("/admin/guidelines", data=too_long).status_code == 422
 
 
 def test_default_guidelines_explain_the_ratings(app_client: TestClient, engine: Engine) -> None:
