@@ -191,7 +191,10 @@ def export(
         list[int] | None, typer.Option(help="Only these generations (repeatable).")
     ] = None,
     since: Annotated[
-        datetime | None, typer.Option(help="Only labels made at or after this UTC time.")
+        datetime | None,
+        typer.Option(
+            help="Only labels made at or after this time (UTC unless an offset is given)."
+        ),
     ] = None,
     labeler: Annotated[
         list[str] | None, typer.Option(help="Only this labeler, by UUID or name (repeatable).")

@@ -7,7 +7,7 @@ the dataset grows. Imported labels and labels made in the app go through the sam
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from sqlalchemy import Select, func, or_, select
@@ -36,6 +36,8 @@ class ExportFilter:
 
     generations: Sequence[int] = ()
     since: datetime | None = None
+    """Labels made at or after this time: UTC where it has no offset (as the labels'
+    timestamps are), converted to UTC where it has one."""
     labelers: Sequence[str] = ()
     """Labeler UUIDs or user names."""
     include_quality_control: bool = True
@@ -45,7 +47,10 @@ class ExportFilter:
         if self.generations:
             query = query.where(LABELS.generation.in_(self.generations))
         if self.since is not None:
-            query = query.where(LABELS.timestamp >= self.since)
+            since = self.since
+            if since.tzinfo is not None:
+                since = since.astimezone(UTC).replace(tzinfo=None)
+            query = query.where(LABELS.timestamp >= since)
         if self.labelers:
             query = query.where(or_(USERS.uuid.in_(self.labelers), USERS.name.in_(self.labelers)))
         if not self.include_quality_control:

@@ -2,6 +2,7 @@
 
 import io
 import json
+from datetime import UTC, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +206,10 @@ def test_export_filters(session: Session) -> None:
     since = records[3].timestamp
     assert exported(ExportFilter(since=since)) == expected(lambda r: r.timestamp >= since)
     assert len(exported(ExportFilter(since=since))) == 1
+    # The same moment five hours behind UTC, and a minute after it with an offset.
+    behind = since.replace(tzinfo=UTC).astimezone(timezone(timedelta(hours=-5)))
+    assert exported(ExportFilter(since=behind)) == exported(ExportFilter(since=since))
+    assert exported(ExportFilter(since=behind + timedelta(minutes=1))) == []
 
 
 def test_exported_records_validate_against_the_schema(session: Session) -> None:
