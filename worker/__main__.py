@@ -127,7 +127,11 @@ def _print_outcome(outcome: RunOutcome | None) -> None:
     if outcome is None:
         print("another worker is training now; nothing done", file=sys.stderr)
         return
-    print(f"run {outcome.id}: {outcome.status}" + (f"\n{outcome.error}" if outcome.error else ""))
+    said = f": {outcome.summary}" if outcome.summary else ""
+    print(
+        f"run {outcome.id}: {outcome.status}{said}"
+        + (f"\n{outcome.error}" if outcome.error else "")
+    )
 
 
 def _loop(engine: Engine, settings: Settings, ranks: Ranks, should_stop: Callable[[], bool]) -> int:
@@ -143,7 +147,12 @@ def _loop(engine: Engine, settings: Settings, ranks: Ranks, should_stop: Callabl
             if ranks.is_main:
                 _stop.wait(settings.worker_poll_seconds)
             continue
-        logger.info("run %s %s", outcome.id, outcome.status)
+        logger.info(
+            "run %s %s%s",
+            outcome.id,
+            outcome.status,
+            f": {outcome.summary}" if outcome.summary else "",
+        )
         if not outcome.ranks_in_step:
             return 1
     return 0

@@ -186,8 +186,9 @@ class Cycle:
             )
         minimum = self.settings.train_min_labels
         if parts.trained_labels < minimum:
+            plural = "" if parts.trained_labels == 1 else "s"
             self.metrics["skipped"] = (
-                f"{parts.trained_labels} labels to train on "
+                f"{parts.trained_labels} label{plural} to train on "
                 f"({len(labels) - parts.trained_labels} more on held-out problems); "
                 f"a run needs {minimum}"
             )
@@ -512,6 +513,8 @@ class RunOutcome:
     id: int
     status: str
     error: str | None = None
+    summary: str | None = None
+    """What the run did, in a line (``outcome_summary``)."""
     ranks_in_step: bool = True
     """False after a failure under torchrun: a rank may have failed inside a collective
     that the others still wait in, so no rank may start another one; the worker ends."""
@@ -528,7 +531,29 @@ def _end_run(engine: Engine, run_id: int, error: str | None) -> RunOutcome:
         run = session.get(TrainingRun, run_id)
         assert run is not None
         runs.finish_run(session, run, error=error)
-        return RunOutcome(run.id, run.status, run.error)
+        return RunOutcome(run.id, run.status, run.error, outcome_summary(run.metrics))
+
+
+def outcome_summary(metrics: dict[str, Any] | None) -> str | None:
+    """What a finished run did, from its metrics: skipped and why, or what the gate decided
+    and what it queued. The worker's output says it, not only the PRM page: a skipped run
+    has succeeded too."""
+    if not metrics:
+        return None
+    if metrics.get("skipped"):
+        return f"skipped: {metrics['skipped']}"
+    parts = []
+    gate = metrics.get("gate")
+    if isinstance(gate, dict) and gate.get("reason"):
+        parts.append(str(gate["reason"]))  # "promoted: ..." or "kept the current model: ..."
+    selection = metrics.get("selection")
+    if metrics.get("generation") is not None and isinstance(selection, dict):
+        parts.append(
+            f"queued generation {metrics['generation']}: {selection.get('queued')} solutions"
+        )
+    elif isinstance(selection, dict) and selection.get("reason"):
+        parts.append(f"nothing queued: {selection['reason']}")
+    return "; ".join(parts) or None
 
 
 def _fail_if_running(engine: Engine, run_id: int, error: str) -> None:

@@ -198,6 +198,9 @@ def test_once_trains_selects_and_queues_a_generation(
         assert 2 * DEMO_PROBLEMS <= selection["queued"] <= 2 * DEMO_PROBLEMS + control
         assert selection["taken_meanwhile"] == 0
         assert run.labels_used == metrics["labels_trained"] < metrics["labels"]
+        # The worker's own output says what the run did, not only "succeeded".
+        said = f"queued generation {metrics['generation']}: {selection['queued']} solutions"
+        assert f"run {run.id}: succeeded: first model; {said}" in first_out
         assert metrics["split"]["identity"] == "problem-hash/1 seed=0 held_out=0.2"
         assert Path(run.checkpoint_path or "").is_dir()
         assert run.checkpoint_bytes and run.checkpoint_bytes > 100_000
@@ -271,6 +274,7 @@ def test_a_second_run_is_judged_against_the_current_model_and_old_checkpoints_go
     assert second.is_current == gate["promote"]
     assert first.is_current != second.is_current
     assert gate["reason"].startswith("promoted: " if gate["promote"] else "kept the current")
+    assert outcome.summary is not None and outcome.summary.startswith(gate["reason"])
     # Keep the newest one and the current one: run 1 goes unless it is still current.
     assert second.checkpoint_path and Path(second.checkpoint_path).is_dir()
     assert (first.checkpoint_path is not None) == first.is_current
@@ -299,6 +303,7 @@ def test_no_generation_is_queued_while_the_open_one_is_mostly_unlabeled(
     assert metrics["selection"]["queued"] == 0
     assert metrics["selection"]["reason"].startswith("generation 0 is ")
     assert metrics["selection"]["reason"].endswith("labeled; the next is queued at 80%")
+    assert outcome.summary == f"first model; nothing queued: {metrics['selection']['reason']}"
 
 
 @pytest.mark.sqlite_only
@@ -324,6 +329,7 @@ def test_too_few_labels_to_train_on_make_no_run(
         f"{run.labels_used} labels to train on ({held_out} more on held-out problems); "
         "a run needs 40"
     )
+    assert outcome.summary == f"skipped: {metrics['skipped']}"
 
 
 def trained_problem(texts: list[str]) -> str:
