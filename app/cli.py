@@ -314,10 +314,11 @@ def users_add(
     chosen = password or users.new_password()
     try:
         with transaction() as session:
-            users.create_user(session, name, Role(role), chosen, approved=approved)
+            user = users.create_user(session, name, Role(role), chosen, approved=approved)
+            created = user.name
     except ValueError as error:
         _fail(str(error))
-    typer.echo(f"created {role.value} {name}" + ("" if password else f", password: {chosen}"))
+    typer.echo(f"created {role.value} {created}" + ("" if password else f", password: {chosen}"))
 
 
 @users_cli.command("list")

@@ -36,12 +36,13 @@ def new_password() -> str:
 def create_user(
     session: Session, name: str, role: Role, password: str, *, approved: bool = False
 ) -> User:
-    """A new active user; raises ValueError if the name is taken.
+    """A new active user (``clean_name``'s name); raises ValueError if the name is taken,
+    in any case, or not a name.
 
     Labelers start unapproved: they get the screening questions until an admin approves
     them. Admins need no approval.
     """
-    check_name(name)
+    name = clean_name(name)
     taken = next(
         (n for n in session.scalars(select(User.name)) if n.casefold() == name.casefold()), None
     )
@@ -64,13 +65,23 @@ JOINERS = "\u200c\u200d"
 emoji are written."""
 
 
-def check_name(name: str) -> None:
-    """Refuse a name with control or invisible characters: a right-to-left override
-    (U+202E) would show "evil" as "live" in every list of users."""
+MAX_NAME_LENGTH = User.name.type.length
+
+
+def clean_name(name: str) -> str:
+    """The name without the spaces around it; ValueError for an empty or overlong one, or
+    one with control or invisible characters: a right-to-left override (U+202E) would
+    show "evil" as "live" in every list of users."""
+    name = name.strip()
+    if not name:
+        raise ValueError("give the user a name")
+    if MAX_NAME_LENGTH is not None and len(name) > MAX_NAME_LENGTH:
+        raise ValueError(f"a name has at most {MAX_NAME_LENGTH} characters")
     hidden = [c for c in name if unicodedata.category(c).startswith("C") and c not in JOINERS]
     if hidden:
         codes = ", ".join(f"U+{ord(c):04X}" for c in dict.fromkeys(hidden))
         raise ValueError(f"a name must not hold control or invisible characters ({codes})")
+    return name
 
 
 def user_by_name(session: Session, name: str) -> User:

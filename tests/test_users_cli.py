@@ -53,6 +53,13 @@ def test_errors_are_clear(engine: Engine) -> None:
     runner.invoke(cli, ["users", "add", "carol", "--password", "x"])
     duplicate = runner.invoke(cli, ["users", "add", "carol"])
     assert duplicate.exit_code == 1 and "already exists" in duplicate.stderr
+    # The same rules as the users page: trimmed, not empty, not another's but for case.
+    for name, message in [("   ", "give the user a name"), (" Carol ", "as 'carol'")]:
+        refused = runner.invoke(cli, ["users", "add", name])
+        assert refused.exit_code == 1 and message in refused.stderr, name
+    padded = runner.invoke(cli, ["users", "add", " dana ", "--password", "x"])
+    assert padded.exit_code == 0 and "created labeler dana\n" in padded.stdout
+    assert user(engine, "dana").name == "dana"
     missing = runner.invoke(cli, ["users", "deactivate", "nobody"])
     assert missing.exit_code == 1 and "no user named 'nobody'" in missing.stderr
     bad_role = runner.invoke(cli, ["users", "add", "eve", "--role", "boss"])

@@ -11,8 +11,6 @@ from app import users
 from app.models import Label, Role, User
 from app.quality.scoring import LabelerQuality, labeler_quality
 
-MAX_NAME_LENGTH = User.name.type.length
-
 
 @dataclass(frozen=True)
 class Person:
@@ -68,11 +66,6 @@ def create_account(session: Session, name: str, role: str, *, approved: bool) ->
 
     Raises ValueError, for the form, on an empty, overlong or taken name or an unknown role.
     """
-    name = name.strip()
-    if not name:
-        raise ValueError("give the user a name")
-    if MAX_NAME_LENGTH is not None and len(name) > MAX_NAME_LENGTH:
-        raise ValueError(f"a name has at most {MAX_NAME_LENGTH} characters")
     if role not in set(Role):
         raise ValueError(f"the role is one of {', '.join(Role)}, not {role!r}")
     password = users.new_password()
