@@ -244,6 +244,8 @@ def export(
             written = _write(session, stream, label_filter, export_format, bar)
     except ExportError as error:
         _fail(f"{error}; the export stopped there")
+    except OSError as error:  # no such folder, a folder given as the file, a full disk
+        _fail(f"cannot write {output}: {error.strerror or error}")
     where = "standard output" if output == "-" else output
     typer.echo(f"wrote {written} to {where}", err=True)
 

@@ -117,6 +117,16 @@ def test_an_unknown_labeler_is_refused_before_anything_is_written(
     assert known.exit_code == 0 and "wrote 2 lines" in known.stderr  # the gold labels
 
 
+def test_an_output_that_cannot_be_written_is_one_line(tmp_path: Path, engine: Engine) -> None:
+    folder = runner.invoke(cli, ["export", "-o", str(tmp_path)])
+    assert folder.exit_code == 1
+    assert folder.stderr.strip() == f"cannot write {tmp_path}: Is a directory"
+    (tmp_path / "file").write_text("")
+    beneath_a_file = runner.invoke(cli, ["export", "-o", str(tmp_path / "file" / "x.jsonl")])
+    assert beneath_a_file.exit_code == 1 and "Traceback" not in beneath_a_file.output
+    assert beneath_a_file.stderr.startswith(f"cannot write {tmp_path / 'file' / 'x.jsonl'}: ")
+
+
 def test_unknown_format_is_refused(engine: Engine) -> None:
     result = runner.invoke(cli, ["export", "--format", "csv", "-o", "-"])
     assert result.exit_code == 2
