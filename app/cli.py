@@ -63,10 +63,15 @@ def _fail(message: str, status: int = 1) -> None:
 @cli.command()
 def migrate() -> None:
     """Create or upgrade the database schema."""
+    from sqlalchemy.exc import OperationalError
+
     from app import schema
     from app.config import get_settings
 
-    schema.upgrade(get_settings().database_url)
+    try:
+        schema.upgrade(get_settings().database_url)
+    except OperationalError as error:  # no server there, no such folder for the file, ...
+        _fail(f"cannot open the database {_database_name()}: {error.orig}")
     typer.echo(f"database at head: {_database_name()}")
 
 

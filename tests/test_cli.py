@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from app import prm800k
 from app.cli import GENERATION_BOUNDS, RoleName, cli
 from app.columns import integer_bounds
+from app.config import get_settings
 from app.datasets import importing
 from app.models import SOLUTIONS, Label, LabelStep, Problem, Role, Solution, StepCompletion, User
 from app.users import verify_password
@@ -125,6 +126,20 @@ def test_an_output_that_cannot_be_written_is_one_line(tmp_path: Path, engine: En
     beneath_a_file = runner.invoke(cli, ["export", "-o", str(tmp_path / "file" / "x.jsonl")])
     assert beneath_a_file.exit_code == 1 and "Traceback" not in beneath_a_file.output
     assert beneath_a_file.stderr.startswith(f"cannot write {tmp_path / 'file' / 'x.jsonl'}: ")
+
+
+def test_migrate_says_which_database_it_cannot_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path}/no-such-folder/steplabel.db"
+    monkeypatch.setenv("STEPLABEL_DATABASE_URL", url)
+    get_settings.cache_clear()
+    try:
+        result = runner.invoke(cli, ["migrate"])
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.strip() == f"cannot open the database {url}: unable to open database file"
 
 
 def test_unknown_format_is_refused(engine: Engine) -> None:
