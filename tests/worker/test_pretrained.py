@@ -164,3 +164,10 @@ def test_the_prepare_command(
 def test_an_unknown_model_is_refused(tmp_path: Path) -> None:
     with pytest.raises(PrepareError, match="unknown model 'gpt-5'; known: smollm2-135m"):
         prepare("gpt-5", tmp_path)
+
+
+def test_a_missing_wheel_is_named_and_nothing_is_made(tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    with pytest.raises(PrepareError, match=f"no wheel at {tmp_path}/nope.whl"):
+        prepare(NAME, models, wheel=tmp_path / "nope.whl")
+    assert not models.exists()
