@@ -216,6 +216,14 @@ class Settings(BaseSettings):
             )
         return key
 
+    @field_validator("eval_dir")
+    @classmethod
+    def _existing_eval_dir(cls, directory: Path | None) -> Path | None:
+        # A mistyped directory would otherwise leave every evaluation figure out, unsaid.
+        if directory is not None and not directory.is_dir():
+            raise ValueError(f"no directory at {str(directory)!r}; unset it to skip those figures")
+        return directory
+
     @field_validator("database_url")
     @classmethod
     def _known_database(cls, url: str) -> str:

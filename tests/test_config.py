@@ -39,6 +39,17 @@ def test_bad_boolean_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         get_settings()
 
 
+def test_an_eval_dir_that_is_not_there_names_the_setting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("STEPLABEL_EVAL_DIR", str(tmp_path / "evals"))
+    with pytest.raises(SettingsError, match=r"STEPLABEL_EVAL_DIR: .*no directory at '.*/evals'"):
+        get_settings()
+    (tmp_path / "evals").mkdir()
+    get_settings.cache_clear()
+    assert get_settings().eval_dir == tmp_path / "evals"
+
+
 def test_cli_fails_at_start_with_the_setting_named(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
