@@ -156,6 +156,8 @@ class Cycle:
         started = time.perf_counter()
         yield
         self.timings[name] = round(time.perf_counter() - started, 3)
+        if self.ranks.is_main:  # a run's steps take minutes on a CPU: say where it is
+            logger.info("run %s: %s done in %.1f s", self.run_id, name, self.timings[name])
 
     @_on_main_rank
     def _begin(self, name: str) -> bool:
@@ -164,6 +166,7 @@ class Cycle:
             return True
         with transaction(self.engine) as session:
             runs.mark_step(session, self._run(session), name, self.timings)
+        logger.info("run %s: %s", self.run_id, name)
         return False
 
     def _run(self, session: Session) -> TrainingRun:

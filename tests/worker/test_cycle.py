@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -201,6 +202,10 @@ def test_once_trains_selects_and_queues_a_generation(
         # The worker's own output says what the run did, not only "succeeded".
         said = f"queued generation {metrics['generation']}: {selection['queued']} solutions"
         assert f"run {run.id}: succeeded: first model; {said}" in first_out
+        # Meanwhile its log said which step it was on, and how long each took.
+        for step in ("grade", "train", "evaluate", "select"):
+            assert f"run {run.id}: {step}\n" in first_err
+            assert re.search(rf"run {run.id}: {step} done in \d+\.\d s", first_err)
         assert metrics["split"]["identity"] == "problem-hash/1 seed=0 held_out=0.2"
         assert Path(run.checkpoint_path or "").is_dir()
         assert run.checkpoint_bytes and run.checkpoint_bytes > 100_000
