@@ -49,21 +49,20 @@ def _never() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # Parsed first: --help and a wrong word need no settings.
+    args = None if argv[:1] == ["prepare"] else _parser().parse_args(argv)
     try:
         settings = get_settings()
     except SettingsError as error:
         print(error, file=sys.stderr)
         return 2
-    if argv[:1] == ["prepare"]:
+    if args is None:
         return _prepare(argv[1:], settings)
     try:
         check_settings(settings)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    parser = argparse.ArgumentParser(prog="python -m worker", description=__doc__)
-    parser.add_argument("mode", nargs="?", choices=["loop", "once"], default="loop")
-    args = parser.parse_args(argv)
     use_expandable_cuda_segments()
     ranks = distributed.start(resolve_device(training_args_for(settings.prm_base_model).device))
     rank = f" rank {ranks.rank}" if ranks.world_size > 1 else ""
@@ -72,6 +71,17 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args.mode, settings, ranks)
     finally:
         ranks.close()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m worker",
+        usage="python -m worker [-h] [loop | once | prepare [NAME] [--list] ...]",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("mode", nargs="?", choices=["loop", "once"], default="loop")
+    return parser
 
 
 def _prepare(argv: list[str], settings: Settings) -> int:

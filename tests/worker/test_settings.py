@@ -82,3 +82,27 @@ def test_disagreement_needs_a_head_of_several_members(
     finally:
         get_settings.cache_clear()
     assert "STEPLABEL_TRAIN_HEAD_MEMBERS" in capsys.readouterr().err
+
+
+def test_help_needs_no_settings(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--help (or a wrong word) is answered before the settings are read: a bad setting
+    does not hide how to use the command."""
+    from app.config import get_settings
+    from worker.__main__ import main
+
+    monkeypatch.setenv("STEPLABEL_WORKER_POLL_SECONDS", "0")
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(SystemExit) as helped:
+            main(["--help"])
+        assert helped.value.code == 0
+        assert "[loop | once | prepare [NAME]" in capsys.readouterr().out
+        with pytest.raises(SystemExit) as refused:
+            main(["twice"])
+        assert refused.value.code == 2 and "invalid choice: 'twice'" in capsys.readouterr().err
+        assert main(["once"]) == 2
+        assert "STEPLABEL_WORKER_POLL_SECONDS" in capsys.readouterr().err
+    finally:
+        get_settings.cache_clear()
