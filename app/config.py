@@ -83,7 +83,7 @@ class Settings(BaseSettings):
     worker_poll_seconds: float = Field(default=30.0, gt=0)
 
     train_every_minutes: float = Field(default=60.0, ge=0)
-    """Start a run this long after the last one began; 0 turns the timer off."""
+    """Start a run this long after the last successful one began; 0 turns the timer off."""
 
     train_min_new_labels: int = Field(default=50, ge=0)
     """Start a run once this many labels arrived since the last; 0 turns this off."""
