@@ -535,7 +535,7 @@ def test_the_prm_page_shows_left_outs_the_split_the_deciding_metric_and_the_cont
         session.add(Generation(number=5, run_id=runs["current"], selected=90, control=10))
     page = admin.client.get("/admin/prm").text
     row = page[page.index(f'id="run-{runs["current"]}"') :].split("</tr>")[0]
-    assert "3 problems of best of n (a problem this run&#39;s PRM trained on)" in row
+    assert "3 problems of the best-of-N samples (a problem this run&#39;s PRM trained on)" in row
     assert "seed 0, 20.0% held out" in row and "problem-hash/1 seed=0 held_out=0.2" in row
     assert "promoted" in row and "on step_auroc" in row
     generation = page[page.index('id="generation-5"') :].split("</tr>")[0]
@@ -580,3 +580,17 @@ def test_a_missing_current_checkpoint_is_an_error_on_the_prm_page(
     with transaction(engine) as session:
         stored_run(session, metrics=prm_run_metrics(auroc=0.6))
     assert 'id="gate-error"' not in admin.client.get("/admin/prm").text
+
+
+def test_a_run_shows_its_step_only_while_it_matters(admin: Admin, engine: Engine) -> None:
+    """The step a failed run stopped at says where; a succeeded run's last step says
+    nothing (it read as if the run were still selecting)."""
+    with transaction(engine) as session:
+        done = stored_run(session, step="select").id
+        failed = add_run(session, RunStatus.FAILED, step="train", error="out of memory").id
+    page = admin.client.get("/admin/prm").text
+    rows = {run: page[page.index(f'id="run-{run}"') :].split("</tr>")[0] for run in (done, failed)}
+    assert "· select" not in rows[done] and "succeeded" in rows[done]
+    assert "failed</span> · train" in rows[failed]
+    detail = admin.client.get(f"/admin/prm/runs/{done}").text
+    assert "· select" not in detail
