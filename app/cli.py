@@ -213,7 +213,7 @@ def export(
     ] = True,
 ) -> None:
     """Write labels as PRM800K JSONL (one line per label) or TRL stepwise rows, or the
-    give-up and bad-problem notes of the labels (``--format notes``)."""
+    give-up and bad-problem notes of the labels (--format notes)."""
     from app.datasets.bulk import paused_gc
     from app.datasets.export import ExportError, ExportFilter, count_labels, unknown_labelers
     from app.db import transaction
