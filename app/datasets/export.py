@@ -63,6 +63,8 @@ class ExportFilter:
 def unknown_labelers(session: Session, labelers: Sequence[str]) -> list[str]:
     """Those of ``labelers`` (UUIDs or user names) that are nobody's: a typo would
     otherwise export nothing without a word."""
+    if not labelers:
+        return []
     found = session.execute(
         select(USERS.uuid, USERS.name).where(
             or_(USERS.uuid.in_(labelers), USERS.name.in_(labelers))
