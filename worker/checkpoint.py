@@ -1,14 +1,19 @@
 """Checkpoints that describe themselves: write one atomically, load one, size and prune them.
 
 A checkpoint directory holds the decoder as a Hugging Face model (config.json,
-model.safetensors: in ``head`` mode the frozen backbone cut to the layers the head reads,
-in ``lora`` mode the adapters merged in), the head (prm_head.safetensors), the tokenizer,
-training_args.json, metrics.json and meta.json.
+model.safetensors; in ``lora`` mode the adapters merged in), the head
+(prm_head.safetensors), the tokenizer, training_args.json, metrics.json and meta.json.
+
+In ``head`` mode on a base model directory the backbone is frozen: the same for every run,
+so instead of a copy of it (340 MB for SmolLM2-135M, beside a 15 MB head) the checkpoint
+holds backbone.json, which names the base model and the sha256 of the backbone's weights
+as the run had them; loading rebuilds the backbone from the base model and checks them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -32,10 +37,12 @@ from worker.model import (
     LABELS,
     PRM,
     STEP_TOKEN,
+    TINY,
     Device,
     TrainingArgs,
     head_for,
     load_backbone,
+    load_local,
     merge_lora,
     readings_for,
     resolve_device,
@@ -43,6 +50,7 @@ from worker.model import (
 
 CHECKPOINT_FORMAT = "steplabel-prm/1"
 HEAD_FILE = "prm_head.safetensors"
+BACKBONE_REFERENCE = "backbone.json"
 
 
 def _is_main_rank() -> bool:
@@ -95,7 +103,10 @@ def save_checkpoint(
     staging = target.with_name(f".{target.name}.partial-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    prm.backbone.save_pretrained(staging, safe_serialization=True)
+    if args.mode == "head" and args.base_model != TINY:
+        _write_json(staging / BACKBONE_REFERENCE, _backbone_reference(prm, args))
+    else:
+        prm.backbone.save_pretrained(staging, safe_serialization=True)
     save_model(prm.head, str(staging / HEAD_FILE))
     tokenizer.save_pretrained(staging)
     _write_json(staging / "training_args.json", dataclasses.asdict(args))
@@ -120,6 +131,43 @@ def _meta(model: PRM, args: TrainingArgs, label_count: int) -> dict[str, Any]:
     }
 
 
+def _backbone_reference(model: PRM, args: TrainingArgs) -> dict[str, Any]:
+    return {
+        "base_model": str(Path(args.base_model).resolve()),
+        "backbone_depth": args.backbone_depth,
+        "sha256": weights_digest(model.backbone),
+    }
+
+
+def weights_digest(module: nn.Module) -> str:
+    """The sha256 of a module's tensors: names, dtypes, shapes and values."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        digest.update(f"{name} {tensor.dtype} {tuple(tensor.shape)}\n".encode())
+        raw = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+        digest.update(raw.numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _rebuilt_backbone(path: Path, args: TrainingArgs) -> PRM:
+    """The frozen backbone a head-mode checkpoint names, rebuilt from its base model and
+    checked against the weights the run had."""
+    reference = json.loads((path / BACKBONE_REFERENCE).read_text())
+    base = Path(reference["base_model"])
+    if not base.is_dir():
+        raise ValueError(
+            f"{path}: its backbone is the base model at {base}, which is not there: "
+            "prepare it again (python -m worker prepare) or move the checkpoint back beside it"
+        )
+    model, _ = load_local(base, args.seed, reference["backbone_depth"])
+    if weights_digest(model.backbone) != reference["sha256"]:
+        raise ValueError(
+            f"{path}: the base model at {base} no longer has the weights this checkpoint's "
+            "head was trained on (another model, or another conversion of it)"
+        )
+    return model
+
+
 def load_training_args(directory: str | os.PathLike[str]) -> TrainingArgs:
     """A checkpoint's training arguments (keys this version does not know are ignored)."""
     saved = json.loads((Path(directory) / "training_args.json").read_text())
@@ -137,7 +185,10 @@ def load_checkpoint(
     if meta.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path}: not a {CHECKPOINT_FORMAT} checkpoint")
     args = load_training_args(path)
-    model = PRM(load_backbone(path))
+    if (path / BACKBONE_REFERENCE).exists():
+        model = _rebuilt_backbone(path, args)
+    else:
+        model = PRM(load_backbone(path))
     head = load_file(str(path / HEAD_FILE))
     # A head saved before heads had readings is one linear layer on the last layer: the
     # PRM's default. Any other is the head its arguments describe.

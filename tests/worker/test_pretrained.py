@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from worker.checkpoint import load_checkpoint, save_checkpoint
+from worker.checkpoint import directory_bytes, load_checkpoint, save_checkpoint
 from worker.features import FeatureCache
 from worker.model import IGNORE_INDEX, STEP_TOKEN, encode, step_token_id, training_args_for
 from worker.pretrained import PRETRAINED, PROVENANCE_FILE, PrepareError, prepare
@@ -98,6 +98,28 @@ def test_head_mode_fits_saves_reloads_and_scores_identically(smollm2: Path, tmp_
     # The cache has every sequence: scoring again runs the backbone on none of them.
     again = score_solutions(loaded, loaded_tokenizer, items, loaded_args, cache)
     assert again == before and cache.misses == 4
+    # The frozen backbone is named, not copied: the checkpoint is the head's size.
+    checkpoint = tmp_path / "run-1"
+    assert not (checkpoint / "model.safetensors").exists()
+    assert directory_bytes(checkpoint) < 30_000_000 < directory_bytes(smollm2)
+
+
+def test_a_head_checkpoint_whose_base_model_changed_is_refused(
+    smollm2: Path, tmp_path: Path
+) -> None:
+    args = training_args_for(str(smollm2), mode="head", device="cpu", epochs=1)
+    model, tokenizer, _ = setup(args)
+    save_checkpoint(tmp_path / "run-1", model, tokenizer, args, {}, 1)
+    reference = tmp_path / "run-1" / "backbone.json"
+    saved = json.loads(reference.read_text())
+    assert saved["base_model"] == str(smollm2.resolve()) and len(saved["sha256"]) == 64
+
+    reference.write_text(json.dumps(saved | {"sha256": "0" * 64}))
+    with pytest.raises(ValueError, match="no longer has the weights"):
+        load_checkpoint(tmp_path / "run-1", "cpu")
+    reference.write_text(json.dumps(saved | {"base_model": str(tmp_path / "gone")}))
+    with pytest.raises(ValueError, match="which is not there: prepare it again"):
+        load_checkpoint(tmp_path / "run-1", "cpu")
 
 
 def test_lora_mode_trains_adapters_and_saves_them_merged(smollm2: Path, tmp_path: Path) -> None:
