@@ -157,7 +157,7 @@ def _rebuilt_backbone(path: Path, args: TrainingArgs) -> PRM:
     if not base.is_dir():
         raise ValueError(
             f"{path}: its backbone is the base model at {base}, which is not there: "
-            "prepare it again (python -m worker prepare) or move the checkpoint back beside it"
+            "prepare it again there (python -m worker prepare)"
         )
     model, _ = load_local(base, args.seed, reference["backbone_depth"])
     if weights_digest(model.backbone) != reference["sha256"]:
