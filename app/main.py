@@ -83,15 +83,8 @@ async def http_error(request: Request, error: Exception) -> Response:
         return JSONResponse(
             {"detail": error.detail}, status_code=error.status_code, headers=error.headers
         )
-    context = {
-        "status_code": error.status_code,
-        "title": HTTPStatus(error.status_code).phrase,
-        "message": error.detail,
-    }
-    block = "error" if wants_fragment(request) else None
-    if block is None:
-        await _find_viewer(request)
-    response = render(request, "error.html", context, block=block, status_code=error.status_code)
+    title = HTTPStatus(error.status_code).phrase
+    response = await _error_page(request, error.status_code, title, error.detail)
     response.headers.update(error.headers or {})
     return response
 
@@ -103,12 +96,17 @@ async def invalid_request(request: Request, error: Exception) -> Response:
     the 422)."""
     assert isinstance(error, RequestValidationError)
     if _from_a_page(request):
-        context = {"status_code": 422, "title": "Invalid request", "message": refusals(error)}
-        block = "error" if wants_fragment(request) else None
-        if block is None:
-            await _find_viewer(request)
-        return render(request, "error.html", context, block=block, status_code=422)
+        return await _error_page(request, 422, "Invalid request", refusals(error))
     return JSONResponse({"detail": json_safe(jsonable_encoder(error.errors()))}, status_code=422)
+
+
+async def _error_page(request: Request, status_code: int, title: str, message: str) -> Response:
+    """The error page, or only its block for an htmx swap (which keeps the page's header)."""
+    context = {"status_code": status_code, "title": title, "message": message}
+    block = "error" if wants_fragment(request) else None
+    if block is None:
+        await _find_viewer(request)
+    return render(request, "error.html", context, block=block, status_code=status_code)
 
 
 async def _find_viewer(request: Request) -> None:

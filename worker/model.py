@@ -286,8 +286,7 @@ def encode(
     prefix instead (a causal model's step score depends only on what precedes it).
     ``encode_many`` does the same for many solutions at once.
     """
-    pieces = tokenize_solutions(tokenizer, [(problem, steps)])[0]
-    return lay_out(tokenizer, pieces, labels, max_length)
+    return encode_many(tokenizer, [(problem, steps, labels)], max_length)[0]
 
 
 def encode_many(
