@@ -11,7 +11,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
 from app.auth import current_admin
-from app.db import DbSession
+from app.db import RETRY_AFTER_S, DbSession, get_engine
 from app.inputs import DbId, PageNumber
 from app.models import Base, Label, Problem, Solution, StepCompletion, User
 from app.templating import render, wants_fragment
@@ -143,16 +143,6 @@ def problem_detail(session: Session, problem_id: int) -> ProblemDetail | None:
     )
 
 
-def database_error(session: Session) -> str | None:
-    """None when the database answers ``SELECT 1``, else the kind of error it raised."""
-    try:
-        session.execute(text("SELECT 1"))
-    except SQLAlchemyError as error:
-        session.rollback()
-        return type(error).__name__
-    return None
-
-
 def existing_problem(problem_id: DbId, session: DbSession) -> ProblemDetail:
     """Dependency: the problem named in the path, or 404."""
     detail = problem_detail(session, problem_id)
@@ -180,8 +170,23 @@ def problem(
 
 
 @router.get("/healthz")
-def healthz(session: DbSession) -> JSONResponse:
-    error = database_error(session)
-    if error is not None:
-        return JSONResponse({"status": "error", "database": error}, status_code=503)
-    return JSONResponse({"status": "ok", "database": "ok"})
+def healthz() -> JSONResponse:
+    """Liveness: the process answers. It asks the database nothing, so that a supervisor
+    does not restart every app process while the database restarts (/readyz says that)."""
+    return JSONResponse({"status": "ok"})
+
+
+@router.get("/readyz")
+def readyz() -> JSONResponse:
+    """Readiness: whether the database answers ``SELECT 1``; 503 with Retry-After while it
+    does not, for a load balancer to send requests elsewhere meanwhile."""
+    try:
+        with get_engine().connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except SQLAlchemyError as error:
+        return JSONResponse(
+            {"status": "unavailable", "database": type(error).__name__},
+            status_code=503,
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
+    return JSONResponse({"status": "ready", "database": "ok"})

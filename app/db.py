@@ -19,7 +19,8 @@ from sqlalchemy import (
     event,
 )
 from sqlalchemy.engine import Dialect
-from sqlalchemy.exc import DBAPIError, DisconnectionError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
@@ -97,6 +98,47 @@ def _ping_if_idle(
     except dialect.loaded_dbapi.Error as error:
         # The pool drops this connection and checks out (or opens) another.
         raise DisconnectionError(f"idle connection lost: {error}") from error
+
+
+DATABASE_AWAY: tuple[type[Exception], ...] = (
+    OperationalError,
+    InterfaceError,
+    DisconnectionError,
+    PoolTimeout,
+)
+"""What SQLAlchemy raises when the database cannot be reached or dropped the connection (a
+restart, a failover, pg_terminate_backend, SQLite's busy timeout run out), among other
+things: ``is_database_away`` tells which. Such a request is answered 503 with Retry-After
+(app/main.py), and the worker waits and tries again. After a dropped connection SQLAlchemy
+discards every pooled connection older than the failure (it invalidates the pool), and the
+idle ping below catches the rest: the pool recovers without a restart."""
+
+AWAY_SQLSTATE_CLASSES = ("08", "53", "57P")
+"""Postgres's connection exceptions, insufficient resources (too many connections) and
+operator intervention (an administrator's shutdown or pg_terminate_backend, a crash, a
+server still starting)."""
+
+RETRY_AFTER_S = 3
+"""What a 503 for an unreachable database asks clients to wait, in seconds: a Postgres
+restart under load took about 3 s (issue 43)."""
+
+
+def is_database_away(error: BaseException) -> bool:
+    """Whether ``error`` says the database is unreachable for now, not that a statement
+    was wrong (a missing table is an OperationalError on SQLite too, and stays a 500)."""
+    if isinstance(error, DisconnectionError | PoolTimeout):
+        return True
+    if not isinstance(error, DBAPIError):
+        return False
+    if error.connection_invalidated:
+        return True
+    cause = error.orig
+    if isinstance(cause, psycopg.Error):
+        # No SQLSTATE: the client's own failure to connect, or a connection found closed.
+        state = cause.sqlstate
+        return state is None or state.startswith(AWAY_SQLSTATE_CLASSES)
+    message = str(cause).lower()
+    return "database is locked" in message or "unable to open database" in message
 
 
 _engines: dict[str, Engine] = {}

@@ -29,7 +29,14 @@ from app.admin import import_jobs
 from app.admin import router as admin
 from app.auth import Login, Viewer, check_login, current_admin, login_of
 from app.config import get_settings, session_secret
-from app.db import dispose_engines, get_engine, in_database_thread
+from app.db import (
+    DATABASE_AWAY,
+    RETRY_AFTER_S,
+    dispose_engines,
+    get_engine,
+    in_database_thread,
+    is_database_away,
+)
 from app.inputs import json_safe
 from app.labeling import router as labeling
 from app.security import SECURITY_HEADERS, BodySizeLimit, SecurityHeaders, UntrustedForwarding
@@ -151,6 +158,30 @@ LOCATIONS = ("query", "path", "body", "header", "cookie")
 """Where FastAPI says a refused value came from: not part of the field's name."""
 
 
+DATABASE_AWAY_MESSAGE = (
+    f"The database is briefly unavailable. Nothing was lost: try again in {RETRY_AFTER_S} s."
+)
+
+
+async def database_away(request: Request, error: Exception) -> Response:
+    """A request the database could not serve (a restart, a failover, no connection to be
+    had): 503 with Retry-After, as JSON for /api, a fragment for htmx and a page for a
+    browser, never a 500. Its transaction rolled back, so it can be sent again as it was.
+    Any other error of these types (a missing table, say) is the crash it is."""
+    if not is_database_away(error):
+        logger.error("%s %s", request.method, request.url.path, exc_info=error)
+        return await server_error(request, error)
+    logger.warning("%s %s: database unreachable: %s", request.method, request.url.path, error)
+    headers = {"Retry-After": str(RETRY_AFTER_S)}
+    if request.url.path.startswith("/api/") or not _from_a_page(request):
+        return JSONResponse({"detail": DATABASE_AWAY_MESSAGE}, status_code=503, headers=headers)
+    block = "error" if wants_fragment(request) else None
+    context = {"status_code": 503, "title": "Database unavailable", "message": DATABASE_AWAY_MESSAGE}
+    response = render(request, "error.html", context, block=block, status_code=503)
+    response.headers.update(headers)
+    return response
+
+
 async def server_error(_request: Request, _error: Exception) -> Response:
     """A crash's plain 500, with the security headers: Starlette answers it from outside
     every middleware, SecurityHeaders included."""
@@ -219,6 +250,8 @@ def create_app() -> FastAPI:
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
+    for away in DATABASE_AWAY:
+        app.add_exception_handler(away, database_away)
     app.add_exception_handler(Exception, server_error)
     app.include_router(login.router)
     app.include_router(labeling.router)

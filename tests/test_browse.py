@@ -13,11 +13,11 @@ from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session
 
 from app import browse
-from app.db import dispose_engines, transaction
+from app.db import RETRY_AFTER_S, dispose_engines, transaction
 from app.main import create_app
 from app.models import Label, LabelStep, Problem, Solution, StepCompletion, User
 from app.schema import SchemaOutOfDate
-from tests.web import admin_client
+from tests.web import admin_client, csrf_from
 
 SCRIPT_PROBLEM = "Is <script>alert(1)</script> a formula? Compute $\\frac{1}{2} + x$."
 
@@ -227,23 +227,36 @@ def test_unknown_problem_is_404(client: TestClient, seeded: dict[str, Any]) -> N
     assert "<html" not in fragment.text and "404" in fragment.text
 
 
-def test_healthz(client: TestClient) -> None:
-    response = client.get("/healthz")
+def test_healthz_is_liveness_and_readyz_asks_the_database(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    response = client.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "database": "ok"}
+    assert response.json() == {"status": "ready", "database": "ok"}
 
 
-def test_healthz_reports_an_unreachable_database(
+def test_an_unreachable_database_is_503_with_retry_after_never_500(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("STEPLABEL_DATABASE_URL", f"sqlite:///{tmp_path}/missing/steplabel.db")
     try:
         with TestClient(create_app()) as client:
-            response = client.get("/healthz")
+            alive = client.get("/healthz")
+            ready = client.get("/readyz")
+            # Logging in counts the attempt in the database: a form, then htmx, then JSON.
+            token = csrf_from(client.get("/login").text)
+            form = {"name": "alice", "password": "x", "csrf_token": token}
+            page = client.post("/login", data=form, headers={"Accept": "text/html"})
+            fragment = client.post("/login", data=form, headers={"HX-Request": "true"})
     finally:
         dispose_engines()
-    assert response.status_code == 503
-    assert response.json() == {"status": "error", "database": "OperationalError"}
+    assert alive.status_code == 200, "the process itself is alive"
+    assert ready.status_code == 503 and ready.headers["Retry-After"] == str(RETRY_AFTER_S)
+    assert ready.json() == {"status": "unavailable", "database": "OperationalError"}
+    for response in (page, fragment):
+        assert response.status_code == 503, response.text
+        assert response.headers["Retry-After"] == str(RETRY_AFTER_S)
+        assert "The database is briefly unavailable" in response.text
+    assert "<html" in page.text and "<html" not in fragment.text
 
 
 def test_static_files_do_not_depend_on_the_working_directory(
