@@ -22,9 +22,10 @@ from pathlib import Path
 from types import FrameType
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.config import Settings, SettingsError, get_settings
-from app.db import get_engine
+from app.db import get_engine, is_database_away
 from app.models import RunStatus
 from app.schema import SchemaOutOfDate, check_current
 from worker import distributed
@@ -152,7 +153,21 @@ def _loop(engine: Engine, settings: Settings, ranks: Ranks, should_stop: Callabl
         except Exception:  # a run would meet the same error and record it; go on to it
             logger.exception("could not compute features ahead of runs")
     while not ranks.on_main(should_stop):
-        outcome = run_one(engine, settings, force=False, should_stop=should_stop, ranks=ranks)
+        try:
+            outcome = run_one(engine, settings, force=False, should_stop=should_stop, ranks=ranks)
+        except SQLAlchemyError as error:
+            # The database restarted or failed over between runs (or while one ended and
+            # the stop came): wait, as when there is nothing to do, and look again. Under
+            # torchrun the ranks could part ways here: end, for the supervisor to restart.
+            if ranks.world_size > 1 or not is_database_away(error):
+                raise
+            logger.warning(
+                "the database is unreachable (%s); trying again in %ss",
+                str(error.__cause__ or error).splitlines()[0],
+                settings.worker_poll_seconds,
+            )
+            _stop.wait(settings.worker_poll_seconds)
+            continue
         if outcome is None:
             if ranks.is_main:
                 _stop.wait(settings.worker_poll_seconds)

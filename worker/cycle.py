@@ -39,7 +39,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.config import Settings
-from app.db import transaction
+from app.db import is_database_away, transaction
 from app.grading import answer_groups, grade_solutions
 from app.models import RunStatus, TrainingRun
 from worker import evaluate, repository, runs
@@ -529,12 +529,40 @@ def _claim(engine: Engine, settings: Settings, force: bool) -> int | None:
         return run.id if run else None
 
 
-def _end_run(engine: Engine, run_id: int, error: str | None) -> RunOutcome:
-    with transaction(engine) as session:
-        run = session.get(TrainingRun, run_id)
-        assert run is not None
-        runs.finish_run(session, run, error=error)
-        return RunOutcome(run.id, run.status, run.error, outcome_summary(run.metrics))
+END_RETRY_MAX_S = 30.0
+"""The longest wait between two tries to record a run's end while the database is away."""
+
+
+def _never() -> bool:
+    return False
+
+
+def _end_run(
+    engine: Engine, run_id: int, error: str | None, should_stop: Callable[[], bool]
+) -> RunOutcome:
+    """Record how the run ended, trying again while the database is unreachable (a run
+    that failed because the database went away ends here too): a run is never left
+    "running" by a worker that is still alive. Only a stop request gives up, leaving the
+    run for the stale-heartbeat check (runs.fail_stale_runs)."""
+    wait = 1.0
+    while True:
+        try:
+            with transaction(engine) as session:
+                run = session.get(TrainingRun, run_id)
+                assert run is not None
+                runs.finish_run(session, run, error=error)
+                return RunOutcome(run.id, run.status, run.error, outcome_summary(run.metrics))
+        except SQLAlchemyError as failure:
+            if not is_database_away(failure) or should_stop():
+                raise
+            logger.warning(
+                "run %s: cannot record its end, the database is away (%s); again in %.0f s",
+                run_id,
+                str(failure.__cause__ or failure).splitlines()[0],
+                wait,
+            )
+        time.sleep(wait)
+        wait = min(wait * 2, END_RETRY_MAX_S)
 
 
 def outcome_summary(metrics: dict[str, Any] | None) -> str | None:
@@ -625,7 +653,7 @@ def run_one(
         if ranks.world_size > 1:
             return _failed_on_some_rank(engine, run_id, ranks, scope, failure)
         error = traceback.format_exc(limit=8)  # and the worker goes on
-    return ranks.on_main(lambda: _end_run(engine, run_id, error))
+    return ranks.on_main(lambda: _end_run(engine, run_id, error, should_stop))
 
 
 def _failed_on_some_rank(
@@ -641,5 +669,5 @@ def _failed_on_some_rank(
         if not isinstance(failure, RankFailed):  # rank 0 knows its own failures
             ranks.report_failure(scope, error)
         return RunOutcome(run_id, RunStatus.FAILED.value, error, ranks_in_step=False)
-    ended = _end_run(engine, run_id, ranks.with_reported_failures(scope, error))
+    ended = _end_run(engine, run_id, ranks.with_reported_failures(scope, error), _never)
     return dataclasses.replace(ended, ranks_in_step=False)

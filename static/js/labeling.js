@@ -21,6 +21,7 @@
 
   function init(section) {
     if (task && task.heartbeat) clearInterval(task.heartbeat);
+    if (task) clearTimeout(task.resend);
     task = null;
     if (footerWatch) footerWatch.disconnect();
     document.documentElement.style.scrollPaddingBottom = "";
@@ -547,9 +548,18 @@
     return { steps: steps, finish_reason: reason, total_time: elapsedMs(), note: note };
   }
 
+  var AWAY_RETRY_S = 3; // when a 503 names no Retry-After
+
+  // Seconds a 503 asks to wait (Retry-After), within reason.
+  function retryAfter(response) {
+    var seconds = parseInt(response.headers.get("Retry-After") || "", 10);
+    return isNaN(seconds) ? AWAY_RETRY_S : Math.min(Math.max(seconds, 1), 60);
+  }
+
   function submit(reason, note) {
     if (task.sending) return;
     var section = task.section;
+    clearTimeout(task.resend);
     task.sending = true;
     setStatus("Saving…");
     render();
@@ -562,6 +572,21 @@
       .then(function (response) {
         if (response.status === 401) {
           window.location.href = "/login?next=/label/next";
+          return null;
+        }
+        if (response.status === 503) {
+          // The database is restarting or failing over: nothing was stored. Keep the
+          // ratings and send them again by ourselves once the server says to.
+          var wait = retryAfter(response);
+          if (task && task.section === section) {
+            task.sending = false;
+            render();
+            setStatus("The database is briefly away. Your ratings are kept: sending again in " +
+              wait + " s.", true);
+            task.resend = setTimeout(function () {
+              if (task && task.section === section) submit(reason, note);
+            }, wait * 1000);
+          }
           return null;
         }
         return response.json().then(function (data) {
@@ -606,7 +631,18 @@
   // The page goes to its top first, and init then scrolls down only as far as the first
   // step needs to clear the footer: a long problem would leave it under the footer.
   function loadNext(message, warning) {
+    var before = document.getElementById("task");
     htmx.ajax("GET", "/label/next", { target: "#task", swap: "outerHTML" }).then(function () {
+      if (document.getElementById("task") === before) {
+        // Not swapped: htmx swaps no 503 (the database away) and nothing when offline.
+        // The label is stored; the next task comes when the server answers again.
+        if (task && task.section === before) {
+          setStatus("Saved. The database is briefly away: your next task loads in " +
+            AWAY_RETRY_S + " s.", true);
+        }
+        setTimeout(function () { loadNext(message, warning); }, AWAY_RETRY_S * 1000);
+        return;
+      }
       var flash = document.querySelector(".flash");
       if (flash) {
         flash.textContent = message;

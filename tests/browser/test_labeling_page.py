@@ -25,6 +25,7 @@ from tests.browser.live import (
     queue,
     ratings,
 )
+from tests.outage import block_database, unblock_database
 from tests.browser.pages import (
     flag,
     log_in,
@@ -562,6 +563,39 @@ def test_a_note_over_the_limit_is_counted_and_refused(
     expect_queue_empty(page)
     [label] = labels_of(live_app.engine, labeler)
     assert label.note == "x" * 2000
+
+
+def test_a_submit_while_the_database_is_away_is_sent_again_by_the_page(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    """Postgres made unreachable (connections refused, open ones ended) as the labeler
+    presses Enter: the page says so, keeps the ratings, and sends them again by itself
+    after Retry-After, once the database is back."""
+    if live_app.engine.dialect.name != "postgresql":
+        pytest.skip("a database server to make unreachable")
+    [solution, _] = queue(live_app.engine, TWO_STEPS, THREE_STEPS)
+    log_in(page, labeler)
+    wait_for_task(page, 2)
+    press(page, "31")
+    url = live_app.engine.url.render_as_string(hide_password=False)
+    answers: list[int] = []
+    page.on(
+        "response",
+        lambda response: (
+            answers.append(response.status) if SUBMIT_PATH.search(response.url) else None
+        ),
+    )
+    block_database(url)
+    try:
+        page.keyboard.press("Enter")
+        expect(status(page)).to_contain_text("The database is briefly away. Your ratings are kept")
+    finally:
+        unblock_database(url)
+    live_app.engine.dispose()  # its pooled connections were ended too
+    expect(page.locator(".flash")).to_have_text("Saved.", timeout=15_000)
+    assert answers[0] == 503 and answers[-1] == 200, answers
+    [label] = labels_of(live_app.engine, labeler)
+    assert (label.solution_id, ratings(label)) == (solution, [[1], [0]])
 
 
 def test_export_holds_exactly_the_labels_made(live_app: LiveApp) -> None:
