@@ -105,6 +105,10 @@ DATABASE_AWAY: tuple[type[Exception], ...] = (
     InterfaceError,
     DisconnectionError,
     PoolTimeout,
+    # The labeling requests run their statements through the driver (app/statements.py):
+    # its errors reach the app unwrapped.
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
 )
 """What SQLAlchemy raises when the database cannot be reached or dropped the connection (a
 restart, a failover, pg_terminate_backend, SQLite's busy timeout run out), among other
@@ -123,16 +127,25 @@ RETRY_AFTER_S = 3
 restart under load took about 3 s (issue 43)."""
 
 
+def first_line(error: BaseException) -> str:
+    """The driver's message of ``error`` in one line, for a log."""
+    cause = error.orig if isinstance(error, DBAPIError) else error
+    return (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+
+
 def is_database_away(error: BaseException) -> bool:
     """Whether ``error`` says the database is unreachable for now, not that a statement
     was wrong (a missing table is an OperationalError on SQLite too, and stays a 500)."""
     if isinstance(error, DisconnectionError | PoolTimeout):
         return True
-    if not isinstance(error, DBAPIError):
+    if isinstance(error, DBAPIError):
+        if error.connection_invalidated:
+            return True
+        cause: BaseException = error.orig
+    elif isinstance(error, psycopg.Error):
+        cause = error
+    else:
         return False
-    if error.connection_invalidated:
-        return True
-    cause = error.orig
     if isinstance(cause, psycopg.Error):
         # No SQLSTATE: the client's own failure to connect, or a connection found closed.
         state = cause.sqlstate
@@ -203,7 +216,15 @@ def core_autocommit(engine: Engine | None = None) -> Iterator[Connection]:
             yield connection
         return
     with engine.connect() as connection:
-        yield connection.execution_options(isolation_level="AUTOCOMMIT")
+        try:
+            yield connection.execution_options(isolation_level="AUTOCOMMIT")
+        except psycopg.Error:
+            # Statements run through the driver here, so SQLAlchemy did not see the error:
+            # a connection the server dropped is closed now, not handed back to the pool.
+            if connection.connection.dbapi_connection is not None:
+                if connection.connection.dbapi_connection.closed:
+                    connection.invalidate()
+            raise
 
 
 T = TypeVar("T")

@@ -33,6 +33,7 @@ from app.db import (
     DATABASE_AWAY,
     RETRY_AFTER_S,
     dispose_engines,
+    first_line,
     get_engine,
     in_database_thread,
     is_database_away,
@@ -171,12 +172,18 @@ async def database_away(request: Request, error: Exception) -> Response:
     if not is_database_away(error):
         logger.error("%s %s", request.method, request.url.path, exc_info=error)
         return await server_error(request, error)
-    logger.warning("%s %s: database unreachable: %s", request.method, request.url.path, error)
+    logger.warning(
+        "%s %s: database unreachable: %s", request.method, request.url.path, first_line(error)
+    )
     headers = {"Retry-After": str(RETRY_AFTER_S)}
     if request.url.path.startswith("/api/") or not _from_a_page(request):
         return JSONResponse({"detail": DATABASE_AWAY_MESSAGE}, status_code=503, headers=headers)
     block = "error" if wants_fragment(request) else None
-    context = {"status_code": 503, "title": "Database unavailable", "message": DATABASE_AWAY_MESSAGE}
+    context = {
+        "status_code": 503,
+        "title": "Database unavailable",
+        "message": DATABASE_AWAY_MESSAGE,
+    }
     response = render(request, "error.html", context, block=block, status_code=503)
     response.headers.update(headers)
     return response

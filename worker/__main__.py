@@ -22,10 +22,9 @@ from pathlib import Path
 from types import FrameType
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
 
 from app.config import Settings, SettingsError, get_settings
-from app.db import get_engine, is_database_away
+from app.db import first_line, get_engine, is_database_away
 from app.models import RunStatus
 from app.schema import SchemaOutOfDate, check_current
 from worker import distributed
@@ -155,7 +154,7 @@ def _loop(engine: Engine, settings: Settings, ranks: Ranks, should_stop: Callabl
     while not ranks.on_main(should_stop):
         try:
             outcome = run_one(engine, settings, force=False, should_stop=should_stop, ranks=ranks)
-        except SQLAlchemyError as error:
+        except Exception as error:
             # The database restarted or failed over between runs (or while one ended and
             # the stop came): wait, as when there is nothing to do, and look again. Under
             # torchrun the ranks could part ways here: end, for the supervisor to restart.
@@ -163,7 +162,7 @@ def _loop(engine: Engine, settings: Settings, ranks: Ranks, should_stop: Callabl
                 raise
             logger.warning(
                 "the database is unreachable (%s); trying again in %ss",
-                str(error.__cause__ or error).splitlines()[0],
+                first_line(error),
                 settings.worker_poll_seconds,
             )
             _stop.wait(settings.worker_poll_seconds)

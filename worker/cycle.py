@@ -39,7 +39,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.config import Settings
-from app.db import is_database_away, transaction
+from app.db import first_line, is_database_away, transaction
 from app.grading import answer_groups, grade_solutions
 from app.models import RunStatus, TrainingRun
 from worker import evaluate, repository, runs
@@ -552,13 +552,13 @@ def _end_run(
                 assert run is not None
                 runs.finish_run(session, run, error=error)
                 return RunOutcome(run.id, run.status, run.error, outcome_summary(run.metrics))
-        except SQLAlchemyError as failure:
+        except Exception as failure:
             if not is_database_away(failure) or should_stop():
                 raise
             logger.warning(
                 "run %s: cannot record its end, the database is away (%s); again in %.0f s",
                 run_id,
-                str(failure.__cause__ or failure).splitlines()[0],
+                first_line(failure),
                 wait,
             )
         time.sleep(wait)
