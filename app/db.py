@@ -221,9 +221,9 @@ def core_autocommit(engine: Engine | None = None) -> Iterator[Connection]:
         except psycopg.Error:
             # Statements run through the driver here, so SQLAlchemy did not see the error:
             # a connection the server dropped is closed now, not handed back to the pool.
-            if connection.connection.dbapi_connection is not None:
-                if connection.connection.dbapi_connection.closed:
-                    connection.invalidate()
+            driver = connection.connection.dbapi_connection
+            if driver is not None and driver.closed:
+                connection.invalidate()
             raise
 
 

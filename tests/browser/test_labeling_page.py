@@ -25,7 +25,6 @@ from tests.browser.live import (
     queue,
     ratings,
 )
-from tests.outage import block_database, unblock_database
 from tests.browser.pages import (
     flag,
     log_in,
@@ -37,6 +36,7 @@ from tests.browser.pages import (
     task_swap,
     wait_for_task,
 )
+from tests.outage import block_database, unblock_database
 
 THREE_STEPS = SolutionSpec(
     ["Let $x = 3$.", "Then $x^2 = 9$.", "So $x^2 + 1 = 10$.\n\n# Answer\n\n10"],
