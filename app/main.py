@@ -8,6 +8,7 @@ from http import HTTPStatus
 from pathlib import Path
 from urllib.parse import urlencode
 
+from anyio import to_thread
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -22,6 +23,7 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from starlette.exceptions import HTTPException
 from starlette.middleware.sessions import SessionMiddleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app import browse, login, schema
@@ -53,15 +55,54 @@ TEMPLATES_DIR = ROOT / "templates"
 async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
     get_settings()  # a bad setting stops the server at start, naming the variable
     try:
-        schema.check_current(get_engine())
         # Their thread died with the process that ran them; their transactions rolled back.
         import_jobs.mark_interrupted(get_engine())
     except OperationalError as error:
-        # The database may come up after the app; /healthz reports it until then.
+        # The database may come up after the app; /readyz reports it until then.
         logger.warning("database unreachable at start: %s", error.orig)
     with objects_of_startup_frozen():
         yield
     dispose_engines()
+
+
+class SchemaCheck:
+    """Refuses the server's start on a database whose schema is not the code's, with one
+    line that says to run `steplabel migrate` (uvicorn logs it, then "Application startup
+    failed. Exiting."): a traceback would bury it. Outside the app's own lifespan, which
+    Starlette would report with a traceback."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+        first = await receive()
+        if first["type"] == "lifespan.startup":
+            try:
+                await to_thread.run_sync(_check_schema)
+            except schema.SchemaOutOfDate as error:
+                await send({"type": "lifespan.startup.failed", "message": str(error)})
+                raise  # for an app run in-process (Starlette's TestClient), which logs nothing
+        replayed = False
+
+        async def receive_again() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return first
+
+        await self.app(scope, receive_again, send)
+
+
+def _check_schema() -> None:
+    try:
+        schema.check_current(get_engine())
+    except OperationalError as error:
+        # The database may come up after the app; /readyz reports it until then.
+        logger.warning("database unreachable at start: %s", error.orig)
 
 
 @contextmanager
@@ -250,6 +291,7 @@ def create_app() -> FastAPI:
         https_only=settings.secure_cookies,
     )
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(SchemaCheck)
     if settings.trusted_proxies:
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
     else:

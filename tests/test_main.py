@@ -1,9 +1,17 @@
 import gc
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+from alembic.script import ScriptDirectory
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
+from app import schema
 from app.main import create_app
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_a_running_app_keeps_its_start_out_of_full_collections(engine: Engine) -> None:
@@ -13,3 +21,25 @@ def test_a_running_app_keeps_its_start_out_of_full_collections(engine: Engine) -
         # Modules, routes and settings: far more than any one request makes.
         assert gc.get_freeze_count() > 50_000
     assert gc.get_freeze_count() == 0
+
+
+def test_the_server_refuses_an_older_schema_in_one_line(tmp_path: Path) -> None:
+    """uvicorn on a database one migration behind the code: it exits at start, with one
+    line saying what to run, and no traceback."""
+    database = tmp_path / "old.db"
+    url = f"sqlite:///{database}"
+    schema.upgrade(url)
+    head = ScriptDirectory.from_config(schema._config()).get_current_head()
+    schema.downgrade(url, "-1")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("STEPLABEL_")}
+    env |= {"STEPLABEL_DATABASE_URL": url, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "uvicorn", "app.main:app", "--port", "0"]
+    server = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert server.returncode != 0
+    lines = server.stderr.splitlines()
+    said = [line for line in lines if "steplabel migrate" in line]
+    assert len(said) == 1, server.stderr
+    assert f"the code needs {head}: run `steplabel migrate`" in said[0]
+    assert "Traceback" not in server.stderr
