@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 EXPORT_FORMATS = ("prm800k", "trl")
 """What ``write_export`` writes."""
 NOTES_FORMAT = "notes"
-FORMATS = (*EXPORT_FORMATS, NOTES_FORMAT)
+AUDIT_FORMAT = "audit"
+FORMATS = (*EXPORT_FORMATS, NOTES_FORMAT, AUDIT_FORMAT)
 
 cli = typer.Typer(
     help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False
@@ -104,9 +105,10 @@ def _report_skipped(bar: TerminalProgress | None, error: "ImportLineError") -> N
         bar.note(f"{error} (skipped)")
 
 
-def _run_import(function: ImportFunction, files: list[Path], skip_invalid: bool) -> None:
+def _run_import(function: ImportFunction, kind: str, files: list[Path], skip_invalid: bool) -> None:
     from sqlalchemy.exc import IntegrityError
 
+    from app import audit
     from app.datasets.bulk import paused_gc
     from app.datasets.reading import ImportLineError, count_file_lines, read_files
     from app.db import transaction
@@ -124,6 +126,9 @@ def _run_import(function: ImportFunction, files: list[Path], skip_invalid: bool)
                 skip_invalid=skip_invalid,
                 on_invalid=partial(_report_skipped, bar),
             )
+            names = ", ".join(str(file) for file in files)
+            after = {"summary": summary.describe(), "skip_invalid": skip_invalid}
+            audit.record(session, None, "import.run", f"{kind}: {names}", None, after)
     except ImportLineError as error:
         _fail(f"{error}\nnothing was imported")
     except IntegrityError:
@@ -139,7 +144,7 @@ def import_prm800k(files: Files, skip_invalid: SkipInvalid = False) -> None:
     """PRM800K label lines: phase 1 and 2, quality-control and screening questions."""
     from app.datasets import importing
 
-    _run_import(importing.import_prm800k, files, skip_invalid)
+    _run_import(importing.import_prm800k, "prm800k", files, skip_invalid)
 
 
 @import_cli.command("problems")
@@ -147,7 +152,7 @@ def import_problems(files: Files, skip_invalid: SkipInvalid = False) -> None:
     """MATH problems: PRM800K's split format or the original Hendrycks format."""
     from app.datasets import importing
 
-    _run_import(importing.import_problems, files, skip_invalid)
+    _run_import(importing.import_problems, "problems", files, skip_invalid)
 
 
 @import_cli.command("solutions")
@@ -171,6 +176,7 @@ def import_solutions(
 
     _run_import(
         partial(importing.import_solutions, generation=generation, queue=queue),
+        "solutions",
         files,
         skip_invalid,
     )
@@ -212,8 +218,9 @@ def export(
         typer.Option("--include-screening/--exclude-screening", help="Screening labels."),
     ] = True,
 ) -> None:
-    """Write labels as PRM800K JSONL (one line per label) or TRL stepwise rows, or the
-    give-up and bad-problem notes of the labels (--format notes)."""
+    """Write labels as PRM800K JSONL (one line per label) or TRL stepwise rows, the
+    give-up and bad-problem notes of the labels (--format notes), or the audit log of the
+    admins' changes (--format audit, one JSON line per entry, oldest first)."""
     from app.datasets.bulk import paused_gc
     from app.datasets.export import ExportError, ExportFilter, count_labels, unknown_labelers
     from app.db import transaction
@@ -242,7 +249,8 @@ def export(
                 "exporting",
                 "labels",
                 lambda: count_labels(session, label_filter),
-                quiet=(output == "-" and sys.stdout.isatty()) or export_format == NOTES_FORMAT,
+                quiet=(output == "-" and sys.stdout.isatty())
+                or export_format in (NOTES_FORMAT, AUDIT_FORMAT),
             ) as bar,
             paused_gc(),
         ):
@@ -264,11 +272,16 @@ def _write(
 ) -> str:
     """Write the export in ``export_format``; returns what it wrote, in words."""
     from app.admin.notes import write_notes
+    from app.audit import AuditFilter, write_audit
     from app.datasets.export import write_export
 
     # PRM800K has no field for a note: notes go to a file of their own.
     if export_format == NOTES_FORMAT:
         return f"{write_notes(session, stream, label_filter)} notes"
+    if export_format == AUDIT_FORMAT:  # the admins' changes; of the filters, --since applies
+        return (
+            f"{write_audit(session, stream, AuditFilter(since=label_filter.since))} audit entries"
+        )
     return write_export(session, stream, label_filter, export_format, bar).describe()
 
 
@@ -313,7 +326,7 @@ def users_add(
     ] = False,
 ) -> None:
     """Create a user."""
-    from app import users
+    from app import audit, users
     from app.db import transaction
     from app.models import Role
 
@@ -323,6 +336,8 @@ def users_add(
         with transaction() as session:
             user = users.create_user(session, name, Role(role), chosen, approved=approved)
             created = user.name
+            after = {"role": user.role, "is_approved": user.is_approved, "password": "set"}
+            audit.record(session, None, "user.create", f"user {created}", None, after)
     except ValueError as error:
         _fail(str(error))
     typer.echo(f"created {role.value} {created}" + ("" if password else f", password: {chosen}"))
@@ -342,13 +357,15 @@ def users_list() -> None:
             typer.echo(f"{user.name}\t{user.role}\t{state}\t{approval}\t{user.uuid}")
 
 
-def _change_user(change: Callable[..., object], *args: str) -> None:
+def _change_user(action: str, name: str, *args: str) -> None:
+    """One of the admins' changes to a user (app.users.USER_CHANGES), in the audit log."""
+    from app import users
     from app.db import transaction
 
     _require_current_schema()
     try:
         with transaction() as session:
-            change(session, *args)
+            users.change_user(session, None, action, name, *args)
     except LookupError as error:
         _fail(str(error.args[0]))
 
@@ -356,36 +373,28 @@ def _change_user(change: Callable[..., object], *args: str) -> None:
 @users_cli.command("deactivate")
 def users_deactivate(name: Name) -> None:
     """Deactivate a user: they are logged out at their next request."""
-    from app import users
-
-    _change_user(users.deactivate, name)
+    _change_user("user.deactivate", name)
     typer.echo(f"deactivated {name}")
 
 
 @users_cli.command("end-sessions")
 def users_end_sessions(name: Name) -> None:
     """Log a user out everywhere (a lost laptop, a copied cookie); they can log in again."""
-    from app import users
-
-    _change_user(users.end_sessions, name)
+    _change_user("user.end_sessions", name)
     typer.echo(f"ended every session of {name}")
 
 
 @users_cli.command("reactivate")
 def users_reactivate(name: Name) -> None:
     """Let a deactivated user log in again (with the password they had)."""
-    from app import users
-
-    _change_user(users.reactivate, name)
+    _change_user("user.reactivate", name)
     typer.echo(f"reactivated {name}")
 
 
 @users_cli.command("approve")
 def users_approve(name: Name) -> None:
     """Open regular tasks to a labeler after screening."""
-    from app import users
-
-    _change_user(users.approve, name)
+    _change_user("user.approve", name)
     typer.echo(f"approved {name}")
 
 
@@ -395,7 +404,7 @@ def users_reset_password(name: Name, password: PasswordOption = None) -> None:
     from app import users
 
     chosen = password or users.new_password()
-    _change_user(users.reset_password, name, chosen)
+    _change_user("user.reset_password", name, chosen)
     typer.echo(f"password of {name} reset" + ("" if password else f": {chosen}"))
 
 
@@ -406,12 +415,12 @@ def qc_add(
 ) -> None:
     """Make a solution a quality-control question with a gold label."""
     from app.db import transaction
-    from app.quality.questions import mark_quality_control
+    from app.quality.questions import set_gold
 
     _require_current_schema()
     try:
         with transaction() as session:
-            mark_quality_control(session, solution_id, label_id)
+            set_gold(session, None, solution_id, label_id)
     except (LookupError, ValueError) as error:
         _fail(str(error.args[0]))
     typer.echo(f"solution {solution_id} is a quality-control question (gold label {label_id})")
@@ -421,12 +430,12 @@ def qc_add(
 def qc_remove(solution_id: Annotated[int, typer.Argument()]) -> None:
     """Stop serving a solution as a quality-control question."""
     from app.db import transaction
-    from app.quality.questions import unmark_quality_control
+    from app.quality.questions import remove_gold
 
     _require_current_schema()
     try:
         with transaction() as session:
-            unmark_quality_control(session, solution_id)
+            remove_gold(session, None, solution_id)
     except LookupError as error:
         _fail(str(error.args[0]))
     typer.echo(f"solution {solution_id} is no longer a quality-control question")
@@ -435,12 +444,15 @@ def qc_remove(solution_id: Annotated[int, typer.Argument()]) -> None:
 @cli.command("train-now")
 def train_now() -> None:
     """Ask the PRM worker for a training run as soon as it is free."""
-    from app import training
+    from app import audit, training
     from app.db import transaction
 
     _require_current_schema()
     with transaction() as session:
         run = training.request_run(session)
+        audit.record(
+            session, None, "prm.train", f"training run {run.id}", None, {"status": run.status}
+        )
     typer.echo(f"training run {run.id} requested; `python -m worker` (make worker) runs it")
 
 

@@ -462,6 +462,26 @@ class LoginThrottle(Base):
     blocked_until: Mapped[datetime | None] = mapped_column(DateTime)
 
 
+class AuditEntry(Base):
+    """One admin action that changed data or access: who, when, what, before and after
+    (app/audit.py writes them, in the transaction of the change)."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now, index=True)
+    actor_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    """The admin who did it; None for the command line (the machine's operator)."""
+    actor: Mapped[str] = mapped_column(String(120))
+    """Their name when they did it, or ``command line``."""
+    action: Mapped[str] = mapped_column(String(64), index=True)
+    """What was done, ``thing.verb``: ``user.reset_password``, ``qc.settings``, ..."""
+    target: Mapped[str] = mapped_column(String(255))
+    """What it was done to, in words: ``user alice``, ``solution 12``, a file's name."""
+    before: Mapped[dict[str, Any] | None] = mapped_column(NullableJSON)
+    after: Mapped[dict[str, Any] | None] = mapped_column(NullableJSON)
+
+
 # The Core tables, for bulk statements that skip the ORM (imports, label submits).
 PROBLEMS: Table = Problem.__table__  # type: ignore[assignment]
 SOLUTIONS: Table = Solution.__table__  # type: ignore[assignment]

@@ -2,13 +2,14 @@
 
 import secrets
 import unicodedata
+from collections.abc import Callable
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerifyMismatchError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import throttle
+from app import audit, throttle
 from app.models import Role, User
 
 _hasher = PasswordHasher()
@@ -130,6 +131,30 @@ def reset_password(session: Session, name: str, password: str) -> User:
     user.password_hash = hash_password(password)
     throttle.clear(session, name)
     session.flush()
+    return user
+
+
+USER_CHANGES: dict[str, tuple[Callable[..., User], tuple[str, ...]]] = {
+    "user.approve": (approve, ("is_approved",)),
+    "user.deactivate": (deactivate, ("is_active", "session_version")),
+    "user.reactivate": (reactivate, ("is_active",)),
+    "user.end_sessions": (end_sessions, ("session_version",)),
+    "user.reset_password": (reset_password, ("session_version",)),
+}
+"""The admins' changes to a user, by audit action: the function and the fields it changes."""
+
+
+def change_user(session: Session, actor: User | None, action: str, name: str, *args: str) -> User:
+    """Apply an admin's change (USER_CHANGES) to the user ``name`` and record it in the audit
+    log with the fields before and after (a new password as only "changed"); LookupError
+    for an unknown user, with nothing changed or recorded."""
+    change, fields = USER_CHANGES[action]
+    before = {field: getattr(user_by_name(session, name), field) for field in fields}
+    user = change(session, name, *args)
+    after: dict[str, object] = {field: getattr(user, field) for field in fields}
+    if action == "user.reset_password":
+        after["password"] = "changed"
+    audit.record(session, actor, action, f"user {user.name}", before, after)
     return user
 
 

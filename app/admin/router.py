@@ -8,6 +8,7 @@ without JavaScript they get the whole page with the same result.
 
 import io
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, UploadFile
@@ -16,7 +17,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 from starlette.background import BackgroundTask
 
-from app import training, users
+from app import audit, training, users
 from app.admin import (
     charts,
     disagreements,
@@ -45,9 +46,14 @@ from app.datasets.reading import describe
 from app.db import DbSession
 from app.inputs import INTEGER_MAX, DbId, GenerationNumber, PageNumber, Text
 from app.models import SCREENING_GENERATION, TrainingRun, User, utc_now
-from app.project_settings import RUNTIME_KEYS, parse_runtime_value, runtime_settings, set_value
-from app.quality import review, scoring
-from app.quality.questions import mark_quality_control, unmark_quality_control
+from app.project_settings import (
+    RUNTIME_KEYS,
+    forget_cached,
+    parse_runtime_value,
+    runtime_settings,
+    set_value,
+)
+from app.quality import questions, review, scoring
 from app.templating import render, wants_fragment
 
 # current_admin runs first, so a labeler's POST is refused as a labeler (403), not as CSRF.
@@ -308,8 +314,20 @@ def save_qc_settings(
         except ValidationError as error:
             errors[key] = describe(error)
     if not errors:
+        forget_cached()  # the values as they stand, for the audit log, not a cached copy
+        before = _settings(session)
         for key, value in parsed.items():
             set_value(session, key, value)
+        changed = [key for key, value in parsed.items() if before.get(key) != value]
+        if changed:
+            audit.record(
+                session,
+                admin,
+                "qc.settings",
+                "project settings",
+                {key: before.get(key) for key in changed},
+                {key: parsed[key] for key in changed},
+            )
     outcome = {
         "values": {key: str(value) for key, value in _settings(session).items()} | entered,
         "errors": errors,
@@ -335,7 +353,7 @@ def make_gold(
 ) -> HTMLResponse:
     try:
         solution, label = _whole_number(solution_id, "solution"), _whole_number(label_id, "label")
-        mark_quality_control(session, solution, label)
+        questions.set_gold(session, admin, solution, label)
     except (LookupError, ValueError) as error:
         return _qc_answer(request, session, admin, error=str(error.args[0]))
     message = f"Solution {solution} is a quality-control question with gold label {label}."
@@ -347,7 +365,7 @@ def remove_gold(
     request: Request, session: DbSession, admin: CurrentAdmin, solution_id: DbId
 ) -> HTMLResponse:
     try:
-        unmark_quality_control(session, solution_id)
+        questions.remove_gold(session, admin, solution_id)
     except LookupError as error:
         return _qc_answer(request, session, admin, error=str(error.args[0]))
     message = f"Solution {solution_id} is no longer a quality-control question."
@@ -378,6 +396,14 @@ def sample_for_agreement(
         return _qc_answer(request, session, admin, error=f"overlap: {describe(error)}")
     except ValueError as error:
         return _qc_answer(request, session, admin, error=str(error))
+    audit.record(
+        session,
+        admin,
+        "qc.sample",
+        f"generation {number}",
+        {"overlap": f"below {labelers}"},
+        {"overlap": labelers, "solutions": sampled},
+    )
     message = f"{sampled} open solutions of generation {number} now go to {labelers} labelers each."
     return _qc_answer(request, session, admin, message=message)
 
@@ -442,6 +468,49 @@ def notes_download(session: DbSession) -> Response:
     )
 
 
+# The audit log
+
+AUDIT_TEXT_MAX = 120
+
+
+@pages.get("/audit", response_class=HTMLResponse)
+def audit_log_page(
+    request: Request,
+    session: DbSession,
+    action: Annotated[str, Query(max_length=AUDIT_TEXT_MAX)] = "",
+    actor: Annotated[str, Query(max_length=AUDIT_TEXT_MAX)] = "",
+    target: Annotated[str, Query(max_length=AUDIT_TEXT_MAX)] = "",
+    since: Annotated[str, Query(max_length=AUDIT_TEXT_MAX)] = "",
+    page: Page = 1,
+) -> HTMLResponse:
+    """Who changed what, newest first, filtered by action, admin, target and date."""
+    error = None
+    try:
+        start = _day(since)
+    except ValueError:
+        start, error = None, f"since: give a date as 2026-11-28, not {since.strip()!r}"
+    chosen = audit.AuditFilter(
+        action=action.strip() or None,
+        actor=actor.strip() or None,
+        target=target.strip() or None,
+        since=start,
+    )
+    context = {
+        "section": "audit",
+        "log": audit.audit_page(session, chosen, page),
+        "actions": audit.ACTIONS,
+        "since": since.strip(),
+        "error": error,
+    }
+    return _page(request, "admin/audit.html", context, "audit_table")
+
+
+def _day(text: str) -> datetime | None:
+    """A form's date (2026-11-28, or a full ISO time) as the start of that moment, in UTC."""
+    text = text.strip()
+    return datetime.fromisoformat(text) if text else None
+
+
 # Users
 
 
@@ -478,6 +547,7 @@ ExistingUser = Annotated[User, Depends(existing_user)]
 def create_user(
     request: Request,
     session: DbSession,
+    admin: CurrentAdmin,
     name: Annotated[Text, Form()] = "",
     role: Annotated[str, Form()] = "labeler",
     approved: Annotated[bool, Form()] = False,
@@ -488,13 +558,17 @@ def create_user(
         return _users_answer(
             request, session, {"error": str(error), "entered": {"name": name, "role": role}}
         )
+    after = {"role": user.role, "is_approved": user.is_approved, "password": "set"}
+    audit.record(session, admin, "user.create", f"user {user.name}", None, after)
     outcome = {"message": f"Created {user.role} {user.name}.", "password_for": user.name}
     return _users_answer(request, session, {**outcome, "password": password}, NO_STORE)
 
 
 @pages.post("/users/{user_id}/approve", response_class=HTMLResponse)
-def approve_user(request: Request, session: DbSession, user: ExistingUser) -> HTMLResponse:
-    users.approve(session, user.name)
+def approve_user(
+    request: Request, session: DbSession, admin: CurrentAdmin, user: ExistingUser
+) -> HTMLResponse:
+    users.change_user(session, admin, "user.approve", user.name)
     message = f"{user.name} is approved: regular tasks are open to them."
     return _users_answer(request, session, {"message": message})
 
@@ -505,29 +579,35 @@ def deactivate_user(
 ) -> HTMLResponse:
     if user.id == admin.id:
         return _users_answer(request, session, {"error": "You cannot deactivate yourself."})
-    users.deactivate(session, user.name)
+    users.change_user(session, admin, "user.deactivate", user.name)
     message = f"{user.name} is deactivated and logged out at their next request."
     return _users_answer(request, session, {"message": message})
 
 
 @pages.post("/users/{user_id}/reactivate", response_class=HTMLResponse)
-def reactivate_user(request: Request, session: DbSession, user: ExistingUser) -> HTMLResponse:
-    users.reactivate(session, user.name)
+def reactivate_user(
+    request: Request, session: DbSession, admin: CurrentAdmin, user: ExistingUser
+) -> HTMLResponse:
+    users.change_user(session, admin, "user.reactivate", user.name)
     message = f"{user.name} is active again and can log in with their password."
     return _users_answer(request, session, {"message": message})
 
 
 @pages.post("/users/{user_id}/end-sessions", response_class=HTMLResponse)
-def end_sessions(request: Request, session: DbSession, user: ExistingUser) -> HTMLResponse:
-    users.end_sessions(session, user.name)
+def end_sessions(
+    request: Request, session: DbSession, admin: CurrentAdmin, user: ExistingUser
+) -> HTMLResponse:
+    users.change_user(session, admin, "user.end_sessions", user.name)
     message = f"{user.name} is logged out everywhere, at their next request."
     return _users_answer(request, session, {"message": message})
 
 
 @pages.post("/users/{user_id}/reset-password", response_class=HTMLResponse)
-def reset_password(request: Request, session: DbSession, user: ExistingUser) -> HTMLResponse:
+def reset_password(
+    request: Request, session: DbSession, admin: CurrentAdmin, user: ExistingUser
+) -> HTMLResponse:
     password = users.new_password()
-    users.reset_password(session, user.name, password)
+    users.change_user(session, admin, "user.reset_password", user.name, password)
     outcome = {
         "message": f"New password for {user.name}; their open sessions have ended.",
         "password_for": user.name,
@@ -594,6 +674,14 @@ def upload(
     except ValueError as error:
         return _imports_answer(request, session, {"error": str(error)})
     job, upload = import_jobs.queue_upload(session, file.file, name, options, admin.id)
+    after = {
+        "job": job.id,
+        "kind": options.kind,
+        "generation": options.generation,
+        "queue": options.queue,
+        "skip_invalid": options.skip_invalid,
+    }
+    audit.record(session, admin, "import.queue", f"file {name}", None, after)
     response = _imports_answer(request, session, {"submitted": job})
     # A background task runs once the response is out, after the request's transaction
     # committed the job's row; the job runs in the import thread, not in this request.
@@ -636,6 +724,9 @@ def _prm_context(session: Session) -> dict[str, Any]:
 @pages.post("/prm/train", response_class=HTMLResponse)
 def train_now(request: Request, session: DbSession, admin: CurrentAdmin) -> HTMLResponse:
     run = training.request_run(session, admin.id)
+    audit.record(
+        session, admin, "prm.train", f"training run {run.id}", None, {"status": run.status}
+    )
     # The figures below say it waits: this line says only what the button did.
     message = f"Training run {run.id} requested."
     return _prm_answer(request, session, message=message)
@@ -661,9 +752,11 @@ def run_api(run: ExistingRun) -> prm.RunDetail:
 
 
 @pages.post("/prm/runs/{run_id}/pin", response_class=HTMLResponse)
-def pin_run(request: Request, session: DbSession, run: ExistingRun) -> HTMLResponse:
+def pin_run(
+    request: Request, session: DbSession, admin: CurrentAdmin, run: ExistingRun
+) -> HTMLResponse:
     try:
-        training.set_pinned(run, pinned=True)
+        _set_pinned(session, admin, run, pinned=True)
     except ValueError as error:
         return _prm_answer(request, session, error=str(error))
     message = f"Run {run.id}'s checkpoint is pinned: it stays on disk until you unpin it."
@@ -671,10 +764,21 @@ def pin_run(request: Request, session: DbSession, run: ExistingRun) -> HTMLRespo
 
 
 @pages.post("/prm/runs/{run_id}/unpin", response_class=HTMLResponse)
-def unpin_run(request: Request, session: DbSession, run: ExistingRun) -> HTMLResponse:
-    training.set_pinned(run, pinned=False)
+def unpin_run(
+    request: Request, session: DbSession, admin: CurrentAdmin, run: ExistingRun
+) -> HTMLResponse:
+    _set_pinned(session, admin, run, pinned=False)
     message = f"Run {run.id}'s checkpoint is unpinned: the retention setting applies to it."
     return _prm_answer(request, session, message=message)
+
+
+def _set_pinned(session: Session, admin: User, run: TrainingRun, *, pinned: bool) -> None:
+    before = run.pinned
+    training.set_pinned(run, pinned=pinned)
+    action = "prm.pin" if pinned else "prm.unpin"
+    audit.record(
+        session, admin, action, f"training run {run.id}", {"pinned": before}, {"pinned": pinned}
+    )
 
 
 def _prm_answer(

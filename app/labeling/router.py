@@ -5,6 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
+from app import audit
 from app.auth import CurrentAdmin, CurrentUser, LoggedIn, check_csrf
 from app.config import get_settings
 from app.db import DbSession, in_database_thread
@@ -125,5 +126,10 @@ def save_guidelines(
     session: DbSession,
     text: Annotated[Text, Form(max_length=GUIDELINES_MAX_CHARS)],
 ) -> RedirectResponse:
+    before = service.guidelines(session)
     service.save_guidelines(session, text)
+    if text != before:
+        audit.record(
+            session, admin, "guidelines.edit", "guidelines", {"text": before}, {"text": text}
+        )
     return RedirectResponse("/guidelines", status_code=303)

@@ -8,12 +8,14 @@ their labels carry its number. A question marked later joins the newest generati
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
+from app import audit
 from app.models import (
     SCREENING_GENERATION,
     GenerationQualityControl,
     GoldLabel,
     Label,
     Solution,
+    User,
 )
 
 
@@ -51,6 +53,24 @@ def unmark_quality_control(session: Session, solution_id: int) -> None:
         raise LookupError(f"solution {solution_id} is not a quality-control question")
     session.delete(gold)
     session.flush()
+
+
+def set_gold(session: Session, actor: User | None, solution_id: int, label_id: int) -> GoldLabel:
+    """``mark_quality_control``, recorded in the audit log (the gold label before, after)."""
+    before = session.get(GoldLabel, solution_id)
+    was = None if before is None else before.label_id
+    gold = mark_quality_control(session, solution_id, label_id)
+    target = f"solution {solution_id}"
+    audit.record(session, actor, "qc.gold", target, {"gold_label": was}, {"gold_label": label_id})
+    return gold
+
+
+def remove_gold(session: Session, actor: User | None, solution_id: int) -> None:
+    """``unmark_quality_control``, recorded in the audit log."""
+    gold = session.get(GoldLabel, solution_id)
+    was = None if gold is None else gold.label_id
+    unmark_quality_control(session, solution_id)
+    audit.record(session, actor, "qc.remove", f"solution {solution_id}", {"gold_label": was}, None)
 
 
 def add_quality_control_to_generation(session: Session, generation: int) -> int:
