@@ -488,3 +488,33 @@ def test_an_admin_is_told_that_labeling_takes_a_task(
         alice.goto("/label/next")
         expect(alice.locator("#task")).to_be_visible()
         expect(alice.locator(".lease-notice")).to_have_count(0)
+
+
+def test_the_audit_log_lists_an_admins_change_and_filters_it(admin: Page) -> None:
+    """The admin ends bob's sessions on the Users page, then finds it in the audit log,
+    filtered by action and admin, with the session counter before and after."""
+    admin.goto("/admin/users")
+    admin.on("dialog", lambda dialog: dialog.accept())  # hx-confirm asks first
+    row = admin.locator("tr").filter(has_text=re.compile(r"\bbob\b"))
+    row.get_by_role("button", name="End sessions").click()
+    expect(admin.locator("#result")).to_contain_text("bob is logged out everywhere")
+
+    admin.get_by_role("navigation", name="Admin").get_by_role("link", name="Audit log").click()
+    expect(admin.get_by_role("heading", name="Audit log")).to_be_visible()
+    admin.get_by_label("Action").select_option("user.end_sessions")
+    admin.get_by_label("By admin").select_option("admin")
+    admin.get_by_label("Target contains").fill("bob")
+    admin.get_by_role("button", name="Filter").click()
+    expect(admin).to_have_url(re.compile(r"/admin/audit\?action=user.end_sessions&actor=admin"))
+    rows = admin.locator("table.audit tbody tr")
+    expect(rows.first).to_contain_text("user.end_sessions")
+    expect(rows.first).to_contain_text("user bob")
+    expect(rows.first).to_contain_text('"session_version"')
+    for text in rows.all_inner_texts():
+        assert "user.end_sessions" in text and "user bob" in text
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    admin.screenshot(path=ARTIFACTS / f"audit-{width(admin)}.png", full_page=True)
+
+    admin.get_by_label("Action").select_option("qc.gold")
+    admin.get_by_role("button", name="Filter").click()
+    expect(admin.get_by_text("No entry matches these filters.")).to_be_visible()
