@@ -285,6 +285,58 @@ def _write(
     return write_export(session, stream, label_filter, export_format, bar).describe()
 
 
+@cli.command()
+def backup(
+    path: Annotated[Path, typer.Argument(help="The file to write (it must not exist yet).")],
+) -> None:
+    """Copy the database while the app serves: SQLite through its online backup, Postgres
+    with pg_dump -Fc (when pg_dump is on PATH)."""
+    from app.backup import BackupError, backup_postgres, backup_sqlite, sqlite_path
+    from app.config import get_settings
+
+    url = get_settings().database_url
+    database = sqlite_path(url)
+    try:
+        if database is None:
+            backup_postgres(url, path)
+            typer.echo(f"{_database_name()} dumped to {path} (pg_restore puts it back)")
+            return
+        size = backup_sqlite(database, path)
+    except BackupError as error:
+        _fail(str(error))
+    typer.echo(f"{database} backed up to {path} ({size:,} bytes)")
+
+
+@cli.command()
+def restore(
+    path: Annotated[Path, typer.Argument(help="A backup made by `steplabel backup`.")],
+) -> None:
+    """Put a SQLite backup in place of the database, with the app and the worker stopped;
+    the database there before is kept beside it."""
+    from app import schema
+    from app.backup import BackupError, restore_sqlite, sqlite_path
+    from app.config import get_settings
+
+    database = sqlite_path(get_settings().database_url)
+    if database is None:
+        _fail(
+            "restore puts back a SQLite backup; for Postgres use pg_restore into an empty "
+            "database (README, Backup and restore)"
+        )
+        return
+    try:
+        restored = restore_sqlite(path, database)
+    except BackupError as error:
+        _fail(str(error))
+        return
+    typer.echo(f"restored {path} to {database} (schema revision {restored.revision})")
+    if restored.replaced is not None:
+        typer.echo(f"the database that was there is kept as {restored.replaced}")
+    head = schema.head_revision()
+    if restored.revision != head:
+        typer.echo(f"the code needs revision {head}: run `steplabel migrate` before the app")
+
+
 @cli.command("seed-demo")
 def seed_demo(
     credentials: Annotated[

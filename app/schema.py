@@ -43,9 +43,14 @@ def downgrade(url: str, revision: str = "base") -> None:
     _run(url, "downgrade", revision)
 
 
+def head_revision() -> str | None:
+    """The newest migration: the schema the code needs."""
+    return ScriptDirectory.from_config(_config()).get_current_head()
+
+
 def check_current(engine: Engine) -> None:
     """Raise SchemaOutOfDate unless the database is at the newest migration."""
-    head = ScriptDirectory.from_config(_config()).get_current_head()
+    head = head_revision()
     with engine.connect() as connection:
         current = MigrationContext.configure(connection).get_current_revision()
     if current != head:
