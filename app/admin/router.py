@@ -8,7 +8,7 @@ without JavaScript they get the whole page with the same result.
 
 import io
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, UploadFile
@@ -477,10 +477,10 @@ AUDIT_TEXT_MAX = 120
 def audit_log_page(
     request: Request,
     session: DbSession,
-    action: Annotated[str, Query(max_length=AUDIT_TEXT_MAX)] = "",
-    actor: Annotated[str, Query(max_length=AUDIT_TEXT_MAX)] = "",
-    target: Annotated[str, Query(max_length=AUDIT_TEXT_MAX)] = "",
-    since: Annotated[str, Query(max_length=AUDIT_TEXT_MAX)] = "",
+    action: Annotated[Text, Query(max_length=AUDIT_TEXT_MAX)] = "",
+    actor: Annotated[Text, Query(max_length=AUDIT_TEXT_MAX)] = "",
+    target: Annotated[Text, Query(max_length=AUDIT_TEXT_MAX)] = "",
+    since: Annotated[Text, Query(max_length=AUDIT_TEXT_MAX)] = "",
     page: Page = 1,
 ) -> HTMLResponse:
     """Who changed what, newest first, filtered by action, admin, target and date."""
@@ -508,7 +508,12 @@ def audit_log_page(
 def _day(text: str) -> datetime | None:
     """A form's date (2026-11-28, or a full ISO time) as the start of that moment, in UTC."""
     text = text.strip()
-    return datetime.fromisoformat(text) if text else None
+    if not text:
+        return None
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is not None:  # the log keeps naive UTC
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment
 
 
 # Users
