@@ -93,7 +93,7 @@ class AuditFilter:
     """Part of the target, any case."""
     since: datetime | None = None
 
-    def query(self) -> Select[tuple[AuditEntry]]:
+    def query(self) -> Select[AuditEntry]:
         statement = select(AuditEntry)
         if self.action:
             statement = statement.where(AuditEntry.action == self.action)

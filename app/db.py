@@ -141,7 +141,7 @@ def is_database_away(error: BaseException) -> bool:
     if isinstance(error, DBAPIError):
         if error.connection_invalidated:
             return True
-        cause: BaseException = error.orig
+        cause: BaseException | None = error.orig
     elif isinstance(error, psycopg.Error):
         cause = error
     else:
