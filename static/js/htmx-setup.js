@@ -41,6 +41,12 @@
   });
 
   function errorText(xhr) {
+    if (xhr.status === 503) {
+      // The database is restarting or failing over (app/main.py): the request changed nothing.
+      var wait = parseInt(xhr.getResponseHeader("Retry-After") || "", 10);
+      return "The database is briefly away: nothing was changed. Try again" +
+        (isNaN(wait) ? "" : " in " + wait + " s") + ".";
+    }
     var type = xhr.getResponseHeader("Content-Type") || "";
     var text = xhr.responseText || "";
     if (type.indexOf("application/json") === 0) {
