@@ -556,18 +556,20 @@
     return isNaN(seconds) ? AWAY_RETRY_S : Math.min(Math.max(seconds, 1), 60);
   }
 
-  function submit(reason, note) {
+  // ``body``: a resend after a 503 sends what the labeler submitted, whatever they did since.
+  function submit(reason, note, body) {
     if (task.sending) return;
     var section = task.section;
     clearTimeout(task.resend);
     task.sending = true;
     setStatus("Saving…");
     render();
+    body = body || JSON.stringify(payload(reason, note));
     fetch(section.dataset.submitUrl, {
       method: "POST",
       credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRF-Token": csrfToken() },
-      body: JSON.stringify(payload(reason, note)),
+      body: body,
     })
       .then(function (response) {
         if (response.status === 401) {
@@ -584,7 +586,7 @@
             setStatus("The database is briefly away. Your ratings are kept: sending again in " +
               wait + " s.", true);
             task.resend = setTimeout(function () {
-              if (task && task.section === section) submit(reason, note);
+              if (task && task.section === section) submit(reason, note, body);
             }, wait * 1000);
           }
           return null;
