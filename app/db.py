@@ -76,7 +76,8 @@ PING_AFTER_IDLE_S = 10.0
 
 A connection in steady use is not (SQLAlchemy's pool_pre_ping would spend a round trip on
 every request); one idle through a database restart is, and is replaced. One in use while
-the database restarts fails its request once, and the pool then reconnects.
+the database restarts fails its request once (a 503, app/main.py), and the pool then
+reconnects.
 """
 
 
