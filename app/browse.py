@@ -176,7 +176,11 @@ def healthz() -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-@router.get("/readyz")
+readiness = APIRouter()
+"""/readyz, open to anyone as /healthz is."""
+
+
+@readiness.get("/readyz")
 def readyz() -> JSONResponse:
     """Readiness: whether the database answers ``SELECT 1``; 503 with Retry-After while it
     does not, for a load balancer to send requests elsewhere meanwhile."""

@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app import browse, login, schema
-from app.admin import import_jobs
+from app.admin import audit_log, import_jobs
 from app.admin import router as admin
 from app.auth import Login, Viewer, check_login, current_admin, login_of
 from app.config import get_settings, session_secret
@@ -310,6 +310,8 @@ def create_app() -> FastAPI:
     app.include_router(admin.api)
     app.include_router(openapi_schema)
     app.include_router(icon)
+    app.include_router(audit_log.audit_pages)
+    app.include_router(browse.readiness)
     return app
 
 

@@ -8,7 +8,6 @@ without JavaScript they get the whole page with the same result.
 
 import io
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, UploadFile
@@ -88,7 +87,7 @@ def _default_overlap(session: Session) -> int:
     return int(_settings(session)["overlap"])
 
 
-def _page(
+def live_page(
     request: Request, template: str, context: dict[str, Any], live_block: str
 ) -> HTMLResponse:
     """The whole page, or its ``live_block`` for htmx's refresh."""
@@ -124,7 +123,7 @@ def _answer(
 @pages.get("", response_class=HTMLResponse)
 def overview_page(request: Request, session: DbSession) -> HTMLResponse:
     context = {"section": "overview", "overview": _overview(session)}
-    return _page(request, "admin/overview.html", context, "figures")
+    return live_page(request, "admin/overview.html", context, "figures")
 
 
 @api.get("/overview")
@@ -163,7 +162,7 @@ def agreement_page(
         "kappa_bands": KAPPA_BANDS,
         "generations": label_generations(session),
     }
-    return _page(request, "admin/agreement.html", context, "figures")
+    return live_page(request, "admin/agreement.html", context, "figures")
 
 
 @api.get("/agreement")
@@ -186,7 +185,7 @@ def disagreed_items_page(
         "items": disagreements.most_disagreed(session, generation, page),
         "generations": label_generations(session),
     }
-    return _page(request, "admin/disagreements.html", context, "item_table")
+    return live_page(request, "admin/disagreements.html", context, "item_table")
 
 
 @api.get("/agreement/items")
@@ -223,7 +222,7 @@ def item_api(item: Item) -> disagreements.ItemRatings:
 @pages.get("/progress", response_class=HTMLResponse)
 def progress_page(request: Request, session: DbSession) -> HTMLResponse:
     context = {"section": "progress", "progress": _progress(session)}
-    return _page(request, "admin/progress.html", context, "figures")
+    return live_page(request, "admin/progress.html", context, "figures")
 
 
 @api.get("/progress")
@@ -253,7 +252,7 @@ def throughput_page(request: Request, session: DbSession, window: Window) -> HTM
         "windows": throughput.WINDOWS.values(),
         "throughput": throughput.throughput(session, window),
     }
-    return _page(request, "admin/throughput.html", context, "figures")
+    return live_page(request, "admin/throughput.html", context, "figures")
 
 
 @api.get("/throughput")
@@ -266,7 +265,7 @@ def throughput_api(session: DbSession, window: Window) -> throughput.Throughput:
 
 @pages.get("/qc", response_class=HTMLResponse)
 def qc_page(request: Request, session: DbSession, admin: CurrentAdmin) -> HTMLResponse:
-    return _page(request, "admin/qc.html", _qc_context(session, admin), "quality")
+    return live_page(request, "admin/qc.html", _qc_context(session, admin), "quality")
 
 
 @api.get("/quality")
@@ -452,7 +451,7 @@ def notes_page(
     request: Request, session: DbSession, reason: NoteReason = None, page: Page = 1
 ) -> HTMLResponse:
     context = {"section": "notes", "notes": notes.notes_page(session, reason, page)}
-    return _page(request, "admin/notes.html", context, "note_table")
+    return live_page(request, "admin/notes.html", context, "note_table")
 
 
 @pages.get("/notes.jsonl")
@@ -468,60 +467,12 @@ def notes_download(session: DbSession) -> Response:
     )
 
 
-# The audit log
-
-AUDIT_TEXT_MAX = 120
-
-
-@pages.get("/audit", response_class=HTMLResponse)
-def audit_log_page(
-    request: Request,
-    session: DbSession,
-    action: Annotated[Text, Query(max_length=AUDIT_TEXT_MAX)] = "",
-    actor: Annotated[Text, Query(max_length=AUDIT_TEXT_MAX)] = "",
-    target: Annotated[Text, Query(max_length=AUDIT_TEXT_MAX)] = "",
-    since: Annotated[Text, Query(max_length=AUDIT_TEXT_MAX)] = "",
-    page: Page = 1,
-) -> HTMLResponse:
-    """Who changed what, newest first, filtered by action, admin, target and date."""
-    error = None
-    try:
-        start = _day(since)
-    except ValueError:
-        start, error = None, f"since: give a date as 2026-11-28, not {since.strip()!r}"
-    chosen = audit.AuditFilter(
-        action=action.strip() or None,
-        actor=actor.strip() or None,
-        target=target.strip() or None,
-        since=start,
-    )
-    context = {
-        "section": "audit",
-        "log": audit.audit_page(session, chosen, page),
-        "actions": audit.ACTIONS,
-        "since": since.strip(),
-        "error": error,
-    }
-    return _page(request, "admin/audit.html", context, "audit_table")
-
-
-def _day(text: str) -> datetime | None:
-    """A form's date (2026-11-28, or a full ISO time) as the start of that moment, in UTC."""
-    text = text.strip()
-    if not text:
-        return None
-    moment = datetime.fromisoformat(text)
-    if moment.tzinfo is not None:  # the log keeps naive UTC
-        moment = moment.astimezone(UTC).replace(tzinfo=None)
-    return moment
-
-
 # Users
 
 
 @pages.get("/users", response_class=HTMLResponse)
 def users_page(request: Request, session: DbSession) -> HTMLResponse:
-    return _page(request, "admin/users.html", _users_context(session), "user_table")
+    return live_page(request, "admin/users.html", _users_context(session), "user_table")
 
 
 def _users_context(session: Session) -> dict[str, Any]:
@@ -642,7 +593,7 @@ def _users_answer(
 
 @pages.get("/imports", response_class=HTMLResponse)
 def imports_page(request: Request, session: DbSession) -> HTMLResponse:
-    return _page(request, "admin/imports.html", _imports_context(session), "jobs")
+    return live_page(request, "admin/imports.html", _imports_context(session), "jobs")
 
 
 def _imports_context(session: Session) -> dict[str, Any]:
@@ -713,7 +664,7 @@ def _imports_answer(request: Request, session: Session, outcome: dict[str, Any])
 
 @pages.get("/prm", response_class=HTMLResponse)
 def prm_page(request: Request, session: DbSession) -> HTMLResponse:
-    return _page(request, "admin/prm.html", _prm_context(session), "figures")
+    return live_page(request, "admin/prm.html", _prm_context(session), "figures")
 
 
 @api.get("/prm")
@@ -748,7 +699,7 @@ ExistingRun = Annotated[TrainingRun, Depends(existing_run)]
 @pages.get("/prm/runs/{run_id}", response_class=HTMLResponse)
 def run_page(request: Request, run: ExistingRun) -> HTMLResponse:
     context = {"section": "prm", "detail": prm.run_detail(run)}
-    return _page(request, "admin/prm_run.html", context, "figures")
+    return live_page(request, "admin/prm_run.html", context, "figures")
 
 
 @api.get("/prm/runs/{run_id}")
