@@ -349,3 +349,27 @@ def test_the_command_line_records_its_changes_and_exports_them(
     assert lines[0]["before"] == {"is_active": True, "session_version": 0}
     with Session(engine) as session:
         assert session.scalar(select(Solution.id)) == solution_id
+
+
+def test_a_command_line_import_is_recorded_and_a_bad_file_records_nothing(
+    database_url: str, engine: Engine, tmp_path: Path
+) -> None:
+    runner = CliRunner()
+    problem = {
+        "problem": "What is $1 + 1$?",
+        "solution": "It is $\\boxed{2}$.",
+        "answer": "2",
+        "subject": "Prealgebra",
+        "level": 1,
+        "unique_id": "test/prealgebra/1.json",
+    }
+    bad, good = tmp_path / "bad.jsonl", tmp_path / "good.jsonl"
+    bad.write_text(json.dumps(problem) + "\n{not json\n")
+    good.write_text(json.dumps(problem) + "\n")
+    assert runner.invoke(cli, ["import", "problems", str(bad)]).exit_code == 1
+    assert entries(engine) == []
+    result = runner.invoke(cli, ["import", "problems", str(good)])
+    assert result.exit_code == 0, result.output
+    entry = only_entry(engine, "import.run")
+    assert entry.actor == audit.COMMAND_LINE and entry.target == f"problems: {good}"
+    assert entry.after is not None and entry.after["summary"].startswith("1 line")
