@@ -333,7 +333,8 @@ class Label(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
     written_xid: Mapped[int | None] = mapped_column(BigInteger, FetchedValue(), index=True)
     """Postgres: the transaction that wrote the label (``pg_current_xact_id()``, the
-    column's default there), the position API pulls use as their cursor (app/api/cursor.py).
+    column's default there), the position API pulls use as their cursor
+    (app/datasets/cursor.py).
     Null on SQLite, where the id serves, and for labels stored before this column."""
 
     steps: Mapped[list["LabelStep"]] = relationship(
