@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, TextIO
 import typer
 
 from app.progress import TerminalProgress, terminal_progress
+from app.remote_cli import remote_cli, tokens_cli
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -39,6 +40,8 @@ users_cli = typer.Typer(help="Labelers and admins.", no_args_is_help=True)
 cli.add_typer(users_cli, name="users")
 qc_cli = typer.Typer(help="Quality-control questions and their gold labels.", no_args_is_help=True)
 cli.add_typer(qc_cli, name="qc")
+cli.add_typer(tokens_cli, name="tokens")
+cli.add_typer(remote_cli, name="remote")
 
 Files = Annotated[list[Path], typer.Argument(help="JSONL files ('-' for standard input).")]
 SkipInvalid = Annotated[
