@@ -128,7 +128,7 @@ def token_holder(session: Session, secret: str, now: datetime | None = None) -> 
     ).first()
     if row is None:
         return None
-    token, user = row.tuple()
+    token, user = row
     if token.revoked_at is not None or not user.is_active:
         return None
     if token.expires_at is not None and token.expires_at <= now:
