@@ -26,6 +26,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app import browse, login, schema
 from app.admin import import_jobs
+from app.admin import export_page
 from app.admin import router as admin
 from app.api import router as api_v1
 from app.auth import Login, Viewer, check_login, current_admin, login_of
@@ -234,6 +235,7 @@ def create_app() -> FastAPI:
     app.include_router(browse.admin)
     app.include_router(admin.pages)
     app.include_router(admin.api)
+    app.include_router(export_page.router)
     app.include_router(openapi_schema)
     app.include_router(api_v1.router)
     app.include_router(icon)

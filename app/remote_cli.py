@@ -8,7 +8,6 @@ As in app/cli.py, each command imports what it needs when it runs, so that
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, BinaryIO
 
@@ -49,9 +48,7 @@ def _require_current_schema() -> None:
 @tokens_cli.command("create")
 def tokens_create(
     name: Annotated[str, typer.Argument(help="What the token is for, e.g. 'pipeline'.")],
-    scopes: Annotated[
-        str, typer.Option(help="Comma-separated: import, export, read.")
-    ] = "read",
+    scopes: Annotated[str, typer.Option(help="Comma-separated: import, export, read.")] = "read",
     user: Annotated[
         str | None,
         typer.Option(help="The user the token acts as (default: the one active admin)."),
@@ -63,7 +60,6 @@ def tokens_create(
     """Make an API token; it is printed once, alone on the last line, and kept only hashed."""
     from app.api import tokens
     from app.db import transaction
-    from app.models import utc_now
     from app.users import user_by_name
 
     _require_current_schema()
@@ -71,10 +67,8 @@ def tokens_create(
         chosen = tokens.parse_scopes(scopes)
         with transaction() as session:
             owner = tokens.sole_admin(session) if user is None else user_by_name(session, user)
-            expires = None if expires_days is None else utc_now() + timedelta(days=expires_days)
-            token, secret = tokens.create_token(
-                session, owner, name, chosen, expires_at=expires
-            )
+            expires = tokens.expiry_in(expires_days)
+            token, secret = tokens.create_token(session, owner, name, chosen, expires_at=expires)
             described = f"token {token.id} {token.name!r} for {owner.name} ({token.scopes})"
     except (LookupError, ValueError) as error:
         _fail(str(error.args[0]))
@@ -106,7 +100,9 @@ def tokens_list() -> None:
 
 
 @tokens_cli.command("revoke")
-def tokens_revoke(token_id: Annotated[int, typer.Argument(help="The id `tokens list` shows.")]) -> None:
+def tokens_revoke(
+    token_id: Annotated[int, typer.Argument(help="The id `tokens list` shows.")],
+) -> None:
     """Revoke a token: refused from its next request on."""
     from app.api import tokens
     from app.db import transaction

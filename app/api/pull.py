@@ -5,11 +5,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
 from app.datasets import export
 from app.datasets.cursor import pull_window
 from app.datasets.export import ExportFilter
-from app.db import transaction
 
 FORMATS = ("prm800k", "trl")
 
@@ -34,7 +34,7 @@ class Pull:
 
 
 def plan_pull(
-    engine: Engine,
+    session: Session,
     *,
     export_format: str = "prm800k",
     since: str | None = None,
@@ -44,30 +44,39 @@ def plan_pull(
     include_quality_control: bool = True,
     include_screening: bool = True,
 ) -> Pull:
-    """Check a pull's options and fix its window now; PullError says what is wrong."""
+    """Check a pull's options and fix its window now, in ``session`` (a request's: on
+    SQLite a second transaction would wait for its lock); PullError says what is wrong.
+
+    ``session`` must not have written: on Postgres its own transaction would hold the
+    horizon back. The lines are read later, in transactions of their own.
+    """
     if export_format not in FORMATS:
         raise PullError(f"format must be one of {', '.join(FORMATS)}, not {export_format!r}")
-    with transaction(engine) as session:
-        unknown = export.unknown_labelers(session, labelers)
-        if unknown:
-            names = ", ".join(map(repr, unknown))
-            raise PullError(f"labeler: no user has the name or UUID {names}")
+    unknown = export.unknown_labelers(session, labelers)
+    if unknown:
+        names = ", ".join(map(repr, unknown))
+        raise PullError(f"labeler: no user has the name or UUID {names}")
+    try:
+        window = pull_window(session, since)
+    except ValueError as error:
+        raise PullError(str(error)) from None
+    label_filter = ExportFilter(
+        generations=generations,
+        labelers=labelers,
+        include_quality_control=include_quality_control,
+        include_screening=include_screening,
+        window=window,
+        consensus=consensus,
+    )
+    if consensus:
         try:
-            window = pull_window(session, since)
-        except ValueError as error:
+            next(export.consensus_records(session, label_filter), None)
+        except export.ConsensusUnavailable as error:
             raise PullError(str(error)) from None
-        label_filter = ExportFilter(
-            generations=generations,
-            labelers=labelers,
-            include_quality_control=include_quality_control,
-            include_screening=include_screening,
-            window=window,
-            consensus=consensus,
-        )
-        if consensus:
-            try:
-                next(export.consensus_records(session, label_filter), None)
-            except export.ConsensusUnavailable as error:
-                raise PullError(str(error)) from None
-        count = export.count_labels(session, label_filter)
-    return Pull(engine, label_filter, export_format, count, window.next_cursor)
+    count = export.count_labels(session, label_filter)
+    return Pull(_engine_of(session), label_filter, export_format, count, window.next_cursor)
+
+
+def _engine_of(session: Session) -> Engine:
+    bind = session.get_bind()
+    return bind if isinstance(bind, Engine) else bind.engine

@@ -13,7 +13,7 @@ from app.api import pull, push
 from app.api.auth import Exporter, Holder, Importer, JobReader
 from app.api.schemas import ImportJobOut, Me
 from app.config import get_settings
-from app.db import get_engine, transaction
+from app.db import DbSession, transaction
 from app.inputs import DbId, GenerationNumber
 from app.models import ImportJob
 
@@ -104,6 +104,7 @@ def import_job(job_id: DbId, _holder: JobReader) -> ImportJobOut:
 )
 def pull_labels(
     _holder: Exporter,
+    session: DbSession,
     format: Literal["prm800k", "trl"] = "prm800k",  # noqa: A002 (the parameter's public name)
     since: Annotated[str | None, Query(max_length=64)] = None,
     generation: Annotated[list[GenerationNumber] | None, Query()] = None,
@@ -119,7 +120,7 @@ def pull_labels(
     """
     try:
         planned = pull.plan_pull(
-            get_engine(),
+            session,
             export_format=format,
             since=since,
             generations=generation or (),

@@ -104,6 +104,20 @@ def create_token(
     return token, secret
 
 
+MAX_DAYS = 3650
+"""The longest a token may be made to last, when it expires at all (ten years)."""
+
+
+def expiry_in(days: int | None, now: datetime | None = None) -> datetime | None:
+    """When a token made now for ``days`` days expires (None: never); TokenError past
+    MAX_DAYS or below one."""
+    if days is None:
+        return None
+    if not 1 <= days <= MAX_DAYS:
+        raise TokenError(f"a token lasts from 1 to {MAX_DAYS:,} days, not {days:,}")
+    return (now or utc_now()) + timedelta(days=days)
+
+
 def revoke_token(session: Session, token_id: int, now: datetime | None = None) -> ApiToken:
     """Revoke a token: refused from its next request on. LookupError if there is none."""
     token = session.get(ApiToken, token_id)

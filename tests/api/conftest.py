@@ -32,9 +32,7 @@ def issue(engine: Engine, user_name: str, scopes: str, role: Role = Role.ADMIN) 
     with Session(engine) as session:
         user = session.query(User).filter_by(name=user_name).one_or_none()
         user = user or make_user(session, user_name, role=role)
-        token, secret = tokens.create_token(
-            session, user, "test", tokens.parse_scopes(scopes)
-        )
+        token, secret = tokens.create_token(session, user, "test", tokens.parse_scopes(scopes))
         session.commit()
         return Issued(token.id, secret, user.id)
 

@@ -34,7 +34,8 @@ def _write_label(session: Session, labeler_id: int, solution_id: int, mark: int)
 
 def _pull(engine: Engine, since: str | None) -> tuple[list[int], str]:
     """(the marks of the labels pulled, the next cursor)."""
-    pull = plan_pull(engine, since=since)
+    with Session(engine) as session:
+        pull = plan_pull(session, since=since)
     marks = [json.loads(line)["label"]["total_time"] for line in "".join(pull.lines()).splitlines()]
     assert len(marks) == pull.labels
     return marks, pull.next_cursor
@@ -104,13 +105,17 @@ def test_pulls_during_writes_get_every_label_exactly_once(engine: Engine) -> Non
 
 
 def test_a_cursor_from_elsewhere_is_refused(engine: Engine) -> None:
-    with pytest.raises(PullError, match="not a cursor"):
-        plan_pull(engine, since="yesterday")
     other = "id-5" if engine.dialect.name == "postgresql" else "xid-5"
-    with pytest.raises(PullError, match="made by a server on"):
-        plan_pull(engine, since=other)
+    with Session(engine) as session:
+        with pytest.raises(PullError, match="not a cursor"):
+            plan_pull(session, since="yesterday")
+        with pytest.raises(PullError, match="made by a server on"):
+            plan_pull(session, since=other)
 
 
 def test_consensus_is_refused_until_it_exists(engine: Engine) -> None:
-    with pytest.raises(PullError, match="consensus labels are not available in this version"):
-        plan_pull(engine, consensus=True)
+    with (
+        Session(engine) as session,
+        pytest.raises(PullError, match="consensus labels are not available in this version"),
+    ):
+        plan_pull(session, consensus=True)

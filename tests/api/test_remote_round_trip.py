@@ -76,9 +76,10 @@ def test_push_twice_stores_each_solution_once(
     assert "0 solutions added, 100 already present" in pushed.stdout
     with Session(engine) as session:
         assert session.scalar(select(func.count()).select_from(Solution)) == SOLUTIONS
-        assert session.scalar(
-            select(Solution.source_id).where(Solution.source_id == "gen-999")
-        ) == "gen-999"
+        assert (
+            session.scalar(select(Solution.source_id).where(Solution.source_id == "gen-999"))
+            == "gen-999"
+        )
     bad = tmp_path / "bad.jsonl"
     bad.write_text(generated.read_text().splitlines()[0] + '\n\n{"problem": "x"}\n')
     refused = steplabel("remote", "push", str(bad), *remote, database_url=database_url)
