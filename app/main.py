@@ -25,8 +25,7 @@ from starlette.middleware.sessions import SessionMiddleware
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app import browse, login, schema
-from app.admin import import_jobs
-from app.admin import export_page
+from app.admin import export_page, import_jobs
 from app.admin import router as admin
 from app.api import router as api_v1
 from app.auth import Login, Viewer, check_login, current_admin, login_of

@@ -47,7 +47,7 @@ def _context(session: Session) -> dict[str, Any]:
 @router.get("/export/download", response_class=StreamingResponse)
 def export_download(
     session: DbSession,
-    format: Literal["prm800k", "trl"] = "prm800k",  # noqa: A002 (the form field's name)
+    format: Literal["prm800k", "trl"] = "prm800k",
     generation: Annotated[list[GenerationNumber] | None, Query()] = None,
     labeler: Annotated[list[str] | None, Query()] = None,
     since: Annotated[str | None, Query(max_length=64)] = None,

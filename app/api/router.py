@@ -105,7 +105,7 @@ def import_job(job_id: DbId, _holder: JobReader) -> ImportJobOut:
 def pull_labels(
     _holder: Exporter,
     session: DbSession,
-    format: Literal["prm800k", "trl"] = "prm800k",  # noqa: A002 (the parameter's public name)
+    format: Literal["prm800k", "trl"] = "prm800k",
     since: Annotated[str | None, Query(max_length=64)] = None,
     generation: Annotated[list[GenerationNumber] | None, Query()] = None,
     labeler: Annotated[list[str] | None, Query()] = None,

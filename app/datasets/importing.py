@@ -354,9 +354,9 @@ class SolutionLine(_Lenient):
 
     @model_validator(mode="after")
     def _complete(self) -> "SolutionLine":
-        if self.id is not None and self.external_id is not None:
-            if str(self.id) != str(self.external_id):
-                raise ValueError("'id' and 'external_id' differ: give the solution one id")
+        both = self.id is not None and self.external_id is not None
+        if both and str(self.id) != str(self.external_id):
+            raise ValueError("'id' and 'external_id' differ: give the solution one id")
         if self.problem is None and self.unique_id is None:
             raise ValueError("give the problem, as 'problem' (its text) or 'unique_id'")
         if (self.steps is None) == (self.solution is None):

@@ -15,14 +15,9 @@ def _user_id(engine: Engine, name: str) -> int:
 
 
 def test_a_token_is_shown_once_listed_used_and_revoked(admin: Admin, engine: Engine) -> None:
+    fields = {"user_id": str(_user_id(engine, "root")), "name": "pipeline"}
     made = admin.post(
-        "/admin/tokens",
-        {
-            "user_id": str(_user_id(engine, "root")),
-            "name": "pipeline",
-            "scopes": ["import", "export"],
-            "expires_days": "30",
-        },  # fmt: skip
+        "/admin/tokens", {**fields, "scopes": ["import", "export"], "expires_days": "30"}
     )
     assert made.status_code == 200, made.text
     assert made.headers["cache-control"] == "no-store"

@@ -42,8 +42,9 @@ def _token(engine: Engine, database_url: str) -> str:
     with Session(engine) as session:
         make_user(session, "root", role=Role.ADMIN)
         session.commit()
-    created = steplabel("tokens", "create", "pipeline", "--scopes", "import,export",
-                        database_url=database_url)  # fmt: skip
+    created = steplabel(
+        "tokens", "create", "pipeline", "--scopes", "import,export", database_url=database_url
+    )
     assert created.returncode == 0, created.stderr
     token = created.stdout.splitlines()[-1]
     assert token.startswith("slt_") and " " not in token
@@ -70,8 +71,15 @@ def test_push_twice_stores_each_solution_once(
     )
     remote = ("--url", server, "--token", token)
     for _ in range(2):
-        pushed = steplabel("remote", "push", str(generated), "--batch-lines", "300", *remote,
-                           database_url=database_url)  # fmt: skip
+        pushed = steplabel(
+            "remote",
+            "push",
+            str(generated),
+            "--batch-lines",
+            "300",
+            *remote,
+            database_url=database_url,
+        )
         assert pushed.returncode == 0, pushed.stderr
     assert "0 solutions added, 100 already present" in pushed.stdout
     with Session(engine) as session:
@@ -114,8 +122,7 @@ def test_pulls_while_labels_are_written_get_each_once_as_export_writes_them(
     pulls = 0
     while writer.is_alive() or pulls == 0:
         out = tmp_path / f"pull-{pulls}.jsonl"
-        pulled = steplabel("remote", "pull", str(out), *remote, *cursor,
-                           database_url=database_url)  # fmt: skip
+        pulled = steplabel("remote", "pull", str(out), *remote, *cursor, database_url=database_url)
         assert pulled.returncode == 0, pulled.stderr
         cursor = ["--since", pulled.stdout.splitlines()[-1]]
         marks += [json.loads(line)["label"]["total_time"] for line in out.read_text().splitlines()]
@@ -136,7 +143,13 @@ def test_pulls_while_labels_are_written_get_each_once_as_export_writes_them(
     assert everything.read_bytes() == exported.read_bytes()
     assert len(everything.read_bytes().splitlines()) == written
 
-    consensus = steplabel("remote", "pull", str(tmp_path / "c.jsonl"), *remote, "--consensus",
-                          database_url=database_url)  # fmt: skip
+    consensus = steplabel(
+        "remote",
+        "pull",
+        str(tmp_path / "c.jsonl"),
+        *remote,
+        "--consensus",
+        database_url=database_url,
+    )
     assert consensus.returncode != 0
     assert "consensus labels are not available in this version" in consensus.stderr

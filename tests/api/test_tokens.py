@@ -36,7 +36,7 @@ def test_revoked_expired_and_deactivated_tokens_are_refused(session: Session) ->
     admin = make_user(session, "root", role=Role.ADMIN)
     scopes = tokens.parse_scopes("read")
     revoked, revoked_secret = tokens.create_token(session, admin, "a", scopes)
-    expiring, expiring_secret = tokens.create_token(
+    _expiring, expiring_secret = tokens.create_token(
         session, admin, "b", scopes, expires_at=utc_now() + timedelta(hours=1)
     )
     assert tokens.token_holder(session, revoked_secret) is not None
