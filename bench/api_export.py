@@ -17,7 +17,8 @@ one radio annotation, across 10 annotators' stored states, its server started wi
 (the export is written on the server, and the request returns once it is).
 
 Each figure: the median of ``--repeats`` runs after one warm-up, with the minimum and
-maximum. Both servers run on this machine, one at a time.
+maximum. All the servers run on this machine at once, and the runs take turns, round after
+round, so that the load of a shared machine falls on each alike.
 """
 
 import argparse
@@ -30,7 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,16 +63,6 @@ class Timing:
         median = statistics.median(self.seconds)
         low, high = min(self.seconds), max(self.seconds)
         return f"| {self.what} | {median:.3f} | {low:.3f}-{high:.3f} | {self.detail} |"
-
-
-def _timed(run: Callable[[], object], repeats: int) -> list[float]:
-    run()  # warm-up: connections, caches, the first query plans
-    seconds = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        seconds.append(time.perf_counter() - start)
-    return seconds
 
 
 def _free_port() -> int:
@@ -129,8 +120,12 @@ def _prepare(url: str, source: Path) -> str:
         engine.dispose()
 
 
-def bench_steplabel(kind: str, source: Path, repeats: int, workdir: Path) -> list[Timing]:
-    lines = sum(1 for _ in source.open("rb"))
+@contextmanager
+def steplabel_server(
+    kind: str, source: Path, workdir: Path
+) -> Iterator[tuple[str, str, dict[str, str]]]:
+    """A server over a fresh ``kind`` database holding ``source``'s labels: (its URL, an
+    export token, the environment it runs in)."""
     with fresh_database(kind, DEFAULT_POSTGRES_URL, workdir) as url:
         secret = _prepare(url, source)
         port = _free_port()
@@ -144,36 +139,35 @@ def bench_steplabel(kind: str, source: Path, repeats: int, workdir: Path) -> lis
         command = [sys.executable, "-m", "uvicorn", "app.main:app", "--port", str(port)]
         command += ["--no-proxy-headers", "--log-level", "warning"]
         with _serving(command, env, workdir, f"{base}/healthz"):
-            pulled = workdir / f"pulled-{kind}.jsonl"
-            headers = {"Authorization": f"Bearer {secret}"}
+            yield base, secret, env
 
-            def request() -> None:
-                with (
-                    httpx.stream(
-                        "GET", f"{base}/api/v1/labels", headers=headers, timeout=300
-                    ) as response,
-                    pulled.open("wb") as out,
-                ):
-                    response.raise_for_status()
-                    for chunk in response.iter_bytes():
-                        out.write(chunk)
 
-            api = _timed(request, repeats)
-            if pulled.read_bytes() != source.read_bytes():
-                raise AssertionError(f"{kind}: the pull is not the imported file")
-            cli = [sys.executable, "-c", "from app.cli import main; main()", "remote", "pull"]
-            cli += [str(pulled), "--url", base]
-            client_env = env | {"STEPLABEL_TOKEN": secret}
+def api_pull(base: str, secret: str, target: Path) -> Callable[[], object]:
+    """One pull of every label through the API, written to ``target``."""
+    headers = {"Authorization": f"Bearer {secret}"}
 
-            def process() -> None:
-                subprocess.run(cli, env=client_env, check=True, capture_output=True)
+    def request() -> None:
+        with (
+            httpx.stream("GET", f"{base}/api/v1/labels", headers=headers, timeout=300) as response,
+            target.open("wb") as out,
+        ):
+            response.raise_for_status()
+            for chunk in response.iter_bytes():
+                out.write(chunk)
 
-            whole = _timed(process, repeats)
-    size = f"{source.stat().st_size / 1e6:.1f} MB"
-    return [
-        Timing(f"steplabel {kind}: GET /api/v1/labels", api, f"{lines:,} labels, {size}"),
-        Timing(f"steplabel {kind}: `steplabel remote pull` process", whole, "same, + Python start"),
-    ]
+    return request
+
+
+def cli_pull(base: str, secret: str, env: dict[str, str], target: Path) -> Callable[[], object]:
+    """``steplabel remote pull`` as a process of its own."""
+    command = [sys.executable, "-c", "from app.cli import main; main()", "remote", "pull"]
+    command += [str(target), "--url", base]
+
+    def process() -> None:
+        subprocess.run(command, env=env | {"STEPLABEL_TOKEN": secret}, check=True,
+                       capture_output=True)  # fmt: skip
+
+    return process
 
 
 # Potato
@@ -217,34 +211,44 @@ def _potato_task(task: Path, items: int) -> None:
         (folder / "user_state.json").write_text(json.dumps(state))
 
 
-def bench_potato(potato: Path, items: int, repeats: int, workdir: Path) -> Timing:
+@contextmanager
+def potato_server(potato: Path, items: int, workdir: Path) -> Iterator[Callable[[], object]]:
+    """Potato serving a task of ``items`` annotations; yields one timed in-server export."""
     task = workdir / "potato-task"
     _potato_task(task, items)
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     out = task / "exported"
-    with _serving([str(potato), "start", "config.yaml", "-p", str(port)], dict(os.environ), task,
-                  f"{base}/"):  # fmt: skip
 
-        def export() -> None:
-            response = httpx.post(
-                f"{base}/admin/api/export",
-                headers={"X-API-Key": POTATO_KEY},
-                json={"format": "jsonl", "output": str(out)},
-                timeout=300,
-            )
-            response.raise_for_status()
-            records = response.json()["stats"]["num_records"]
-            if records != items:
-                raise AssertionError(f"Potato exported {records} annotations, not {items}")
+    def export() -> None:
+        response = httpx.post(
+            f"{base}/admin/api/export",
+            headers={"X-API-Key": POTATO_KEY},
+            json={"format": "jsonl", "output": str(out)},
+            timeout=300,
+        )
+        response.raise_for_status()
+        records = response.json()["stats"]["num_records"]
+        if records != items:
+            raise AssertionError(f"Potato exported {records} annotations, not {items}")
 
-        seconds = _timed(export, repeats)
-    size = (out / "annotations.jsonl").stat().st_size / 1e6
-    return Timing(
-        "Potato 2.12.1: POST /admin/api/export (jsonl)",
-        seconds,
-        f"{items:,} annotations, {size:.1f} MB",
-    )
+    with _serving([str(potato), "start", "config.yaml", "-p", str(port)], dict(os.environ),
+                  task, f"{base}/"):  # fmt: skip
+        yield export
+
+
+def side_by_side(runs: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
+    """Each run once to warm up, then ``repeats`` rounds of every run in turn, so that the
+    load of a shared machine falls on them alike."""
+    for run in runs.values():
+        run()
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            seconds[name].append(time.perf_counter() - start)
+    return seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -258,11 +262,29 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(folder)
         source = workdir / "labels.jsonl"
         write_synthetic(source, args.labels)
+        size = f"{source.stat().st_size / 1e6:.1f} MB"
         timings = []
-        for kind in args.databases.split(","):
-            timings += bench_steplabel(kind, source, args.repeats, workdir)
-        if args.potato is not None:
-            timings.append(bench_potato(args.potato, args.labels, args.repeats, workdir))
+        with ExitStack() as servers:
+            runs: dict[str, Callable[[], object]] = {}
+            pulled: dict[str, Path] = {}
+            for kind in args.databases.split(","):
+                base, secret, env = servers.enter_context(steplabel_server(kind, source, workdir))
+                pulled[kind] = workdir / f"pulled-{kind}.jsonl"
+                runs[f"steplabel {kind}: GET /api/v1/labels"] = api_pull(base, secret, pulled[kind])
+                runs[f"steplabel {kind}: `steplabel remote pull` process"] = cli_pull(
+                    base, secret, env, workdir / f"cli-{kind}.jsonl"
+                )
+            if args.potato is not None:
+                export = servers.enter_context(potato_server(args.potato, args.labels, workdir))
+                runs["Potato 2.12.1: POST /admin/api/export (jsonl)"] = export
+            seconds = side_by_side(runs, args.repeats)
+        for kind, path in pulled.items():
+            if path.read_bytes() != source.read_bytes():
+                raise AssertionError(f"{kind}: the pull is not the imported file")
+        for name, measured in seconds.items():
+            potato = name.startswith("Potato")
+            data = f"{args.labels:,} annotations" if potato else f"{args.labels:,} labels, {size}"
+            timings.append(Timing(name, measured, data))
     print(f"| what | median s | min-max s | data |  ({args.repeats} runs after a warm-up)")
     print("|---|---|---|---|")
     for timing in timings:

@@ -70,7 +70,7 @@ def plan_pull(
     )
     if consensus:
         try:
-            next(export.consensus_records(session, label_filter), None)
+            export.consensus_chunk(session, label_filter, 0)
         except export.ConsensusUnavailable as error:
             raise PullError(str(error)) from None
     count = export.count_labels(session, label_filter)

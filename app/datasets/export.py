@@ -5,7 +5,7 @@ the dataset grows. Imported labels and labels made in the app go through the sam
 """
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -23,6 +23,8 @@ CHUNK_SIZE = 1000
 
 
 AnySelect = Select[*tuple[Any, ...]]
+Chunked = tuple[int, int | None, dict[str, Any]]
+"""A label's id (the chunks' position), its solution's id, its PRM800K record."""
 
 LABELS = Label.__table__.c
 USERS = User.__table__.c
@@ -47,7 +49,7 @@ class ExportFilter:
     window: PullWindow | None = None
     """An API pull's window of positions (app/datasets/cursor.py)."""
     consensus: bool = False
-    """One consensus label per solution in place of each labeler's (``consensus_records``)."""
+    """One consensus label per solution in place of each labeler's (``consensus_chunk``)."""
 
     def apply(self, query: AnySelect) -> AnySelect:
         if self.window is not None:
@@ -96,11 +98,9 @@ class ConsensusUnavailable(ValueError):
         super().__init__(CONSENSUS_UNAVAILABLE)
 
 
-def consensus_records(
-    session: Session, label_filter: ExportFilter
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """The one place an export of consensus labels (``consensus=true``) comes from: one
-    PRM800K record per solution, keyed by a label id for the chunked streams.
+def consensus_chunk(session: Session, label_filter: ExportFilter, after: int) -> list[Chunked]:
+    """The one place an export of consensus labels (``consensus=True``) reads from: the next
+    CHUNK_SIZE consensus records after position ``after``, as ``_label_chunk`` gives labels.
 
     Consensus labels are another issue's work (issue 41); until they land, asking for them
     is refused here, before anything is written.
@@ -161,14 +161,21 @@ def solution_records(
 ) -> Iterator[tuple[int | None, dict[str, Any]]]:
     """``iter_records`` with each label's solution id (None for a phase-1 label without one):
     the worker tells the labels on solutions a PRM chose from the others."""
+    read_chunk = _chunk_reader(label_filter)
     after = 0
     while True:
-        labels = _label_chunk(session, label_filter, after)
+        labels = read_chunk(session, label_filter, after)
         if not labels:
             return
         for _label_id, solution_id, record in labels:
             yield solution_id, record
         after = labels[-1][0]
+
+
+def _chunk_reader(
+    label_filter: ExportFilter,
+) -> Callable[[Session, ExportFilter, int], list[Chunked]]:
+    return consensus_chunk if label_filter.consensus else _label_chunk
 
 
 def _label_query(label_filter: ExportFilter) -> AnySelect:
@@ -182,9 +189,7 @@ def _label_query(label_filter: ExportFilter) -> AnySelect:
     )
 
 
-def _label_chunk(
-    session: Session, label_filter: ExportFilter, after: int
-) -> list[tuple[int, int | None, dict[str, Any]]]:
+def _label_chunk(session: Session, label_filter: ExportFilter, after: int) -> list[Chunked]:
     """The next CHUNK_SIZE selected labels after label ``after``: (id, solution id, record)."""
     labels = session.execute(_label_query(label_filter).where(LABELS.id > after)).all()
     if not labels:
@@ -292,12 +297,7 @@ def write_export(
     ``progress`` advances by every label read (a label without a TRL row too).
     """
     summary = ExportSummary()
-    records = (
-        (record for _id, record in consensus_records(session, label_filter))
-        if label_filter.consensus
-        else iter_records(session, label_filter)
-    )
-    for record in records:
+    for record in iter_records(session, label_filter):
         if progress is not None:
             progress.advance()
         line = export_line(record, export_format)
@@ -334,20 +334,16 @@ def stream_export(
     never holds one open (on SQLite every transaction takes the write lock). Within a
     pull's window the labels are final, so the chunks add up to one consistent export.
 
-    Check ``consensus`` first (``consensus_records``): a response cannot turn into an
-    error once its first chunk is out.
+    Check ``consensus`` first (``consensus_chunk``): a response cannot turn into an error
+    once its first chunk is out.
     """
+    read_chunk = _chunk_reader(label_filter)
     after = 0
     while True:
         with transaction(engine) as session:
-            if label_filter.consensus:
-                labels = [(i, None, r) for i, r in consensus_records(session, label_filter)]
-            else:
-                labels = _label_chunk(session, label_filter, after)
+            labels = read_chunk(session, label_filter, after)
         if not labels:
             return
         lines = (export_line(record, export_format) for _id, _solution, record in labels)
         yield "".join(line for line in lines if line is not None)
-        if label_filter.consensus:
-            return
         after = labels[-1][0]
