@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
+from app.cli_common import fail as _fail
+from app.cli_common import require_current_schema as _require_current_schema
 from app.progress import TerminalProgress, terminal_progress
 from app.remote_cli import remote_cli, tokens_cli
 
@@ -58,11 +60,6 @@ class RoleName(enum.StrEnum):
     ADMIN = "admin"
 
 
-def _fail(message: str, status: int = 1) -> None:
-    typer.echo(message, err=True)
-    raise typer.Exit(status)
-
-
 @cli.command()
 def migrate() -> None:
     """Create or upgrade the database schema."""
@@ -84,16 +81,6 @@ def _database_name() -> str:
     from app.config import get_settings
 
     return make_url(get_settings().database_url).render_as_string(hide_password=True)
-
-
-def _require_current_schema() -> None:
-    from app import schema
-    from app.db import get_engine
-
-    try:
-        schema.check_current(get_engine())
-    except schema.SchemaOutOfDate as error:
-        _fail(str(error), 2)
 
 
 ImportFunction = Callable[..., "ImportSummary"]

@@ -105,7 +105,7 @@ class User(Base):
 
 
 class TokenScope(enum.StrEnum):
-    """What an API token may do; its user's role still bounds it (app/api/tokens.py)."""
+    """What an API token may do; its user's role still bounds it (app/tokens.py)."""
 
     IMPORT = "import"
     EXPORT = "export"

@@ -13,6 +13,8 @@ from typing import Annotated, BinaryIO
 
 import typer
 
+from app.cli_common import fail as _fail
+from app.cli_common import require_current_schema as _require_current_schema
 from app.progress import TerminalProgress, terminal_progress
 
 tokens_cli = typer.Typer(help="API tokens for the JSON API (/api/v1).", no_args_is_help=True)
@@ -34,17 +36,6 @@ Token = Annotated[
 ]
 
 
-def _fail(message: str, status: int = 1) -> None:
-    typer.echo(message, err=True)
-    raise typer.Exit(status)
-
-
-def _require_current_schema() -> None:
-    from app.cli import _require_current_schema as require
-
-    require()
-
-
 @tokens_cli.command("create")
 def tokens_create(
     name: Annotated[str, typer.Argument(help="What the token is for, e.g. 'pipeline'.")],
@@ -58,7 +49,7 @@ def tokens_create(
     ] = None,
 ) -> None:
     """Make an API token; it is printed once, alone on the last line, and kept only hashed."""
-    from app.api import tokens
+    from app import tokens
     from app.db import transaction
     from app.users import user_by_name
 
@@ -79,7 +70,7 @@ def tokens_create(
 @tokens_cli.command("list")
 def tokens_list() -> None:
     """List tokens: id, name, user, scopes, state, created, expires, last used."""
-    from app.api import tokens
+    from app import tokens
     from app.db import transaction
 
     _require_current_schema()
@@ -104,7 +95,7 @@ def tokens_revoke(
     token_id: Annotated[int, typer.Argument(help="The id `tokens list` shows.")],
 ) -> None:
     """Revoke a token: refused from its next request on."""
-    from app.api import tokens
+    from app import tokens
     from app.db import transaction
 
     _require_current_schema()

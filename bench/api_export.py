@@ -38,8 +38,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy.orm import Session
 
-from app import schema
-from app.api import tokens
+from app import schema, tokens
 from app.datasets.importing import import_prm800k
 from app.datasets.reading import read_files
 from app.db import make_engine, transaction

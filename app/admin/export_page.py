@@ -1,5 +1,5 @@
 """The admin's Export page: the labels as a download, streamed, in the formats and with the
-filters of the API's pull (app/api/pull.py), which it shares."""
+filters of the API's pull (app/datasets/pull.py), which it shares."""
 
 from typing import Annotated, Any, Literal
 
@@ -8,9 +8,8 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.api import pull
-from app.api.router import COUNT_HEADER, CURSOR_HEADER
 from app.auth import check_csrf, current_admin
+from app.datasets import pull
 from app.db import DbSession
 from app.inputs import GenerationNumber
 from app.models import Label, User, utc_now
@@ -70,9 +69,5 @@ def export_download(
     except pull.PullError as error:
         raise HTTPException(400, f"{error}.") from None
     name = f"labels-{format}-{utc_now():%Y%m%dT%H%M%SZ}-next-{planned.next_cursor}.jsonl"
-    headers = {
-        "Content-Disposition": f'attachment; filename="{name}"',
-        CURSOR_HEADER: planned.next_cursor,
-        COUNT_HEADER: str(planned.labels),
-    }
+    headers = {"Content-Disposition": f'attachment; filename="{name}"', **planned.headers()}
     return StreamingResponse(planned.lines(), media_type="application/x-ndjson", headers=headers)

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 from starlette.background import BackgroundTask
 
+from app import tokens as api_tokens
 from app import training, users
 from app.admin import (
     charts,
@@ -37,7 +38,6 @@ from app.admin.agreement.views import (
     kappa_matrix,
 )
 from app.admin.overview import Overview, overview
-from app.api import tokens as api_tokens
 from app.auth import CurrentAdmin, check_csrf, current_admin
 from app.config import get_settings
 from app.datasets.examples import EXAMPLE_LINES

@@ -9,18 +9,17 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.admin import import_jobs
 from app.admin.imports import UploadOptions
-from app.api import pull, push
+from app.api import push
 from app.api.auth import Exporter, Holder, Importer, JobReader
 from app.api.schemas import ImportJobOut, Me
 from app.config import get_settings
+from app.datasets import pull
 from app.db import DbSession, transaction
 from app.inputs import DbId, GenerationNumber
 from app.models import ImportJob
 
 router = APIRouter(prefix="/api/v1", tags=["api v1"])
 
-CURSOR_HEADER = "X-Steplabel-Next-Cursor"
-COUNT_HEADER = "X-Steplabel-Labels"
 BATCH_BODY = {
     "requestBody": {
         "required": True,
@@ -131,8 +130,9 @@ def pull_labels(
         )
     except pull.PullError as error:
         raise HTTPException(400, str(error)) from None
-    headers = {CURSOR_HEADER: planned.next_cursor, COUNT_HEADER: str(planned.labels)}
-    return StreamingResponse(planned.lines(), media_type="application/x-ndjson", headers=headers)
+    return StreamingResponse(
+        planned.lines(), media_type="application/x-ndjson", headers=planned.headers()
+    )
 
 
 @router.get("/openapi.json", include_in_schema=False)

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.api.pull import PullError, plan_pull
+from app.datasets.pull import PullError, plan_pull
 from app.models import Solution, User
 from tests.conftest import DatabaseFactory
 from tests.factories import make_label, make_solution, make_user

@@ -1,5 +1,5 @@
 """Pulling labels: the filters and cursor of a pull checked, its window fixed, its lines
-streamed. The API's pull and the admin's Export page share it."""
+streamed. The API's pull (app/api/router.py) and the admin's Export page share it."""
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -12,6 +12,8 @@ from app.datasets.cursor import pull_window
 from app.datasets.export import ExportFilter
 
 FORMATS = ("prm800k", "trl")
+CURSOR_HEADER = "X-Steplabel-Next-Cursor"
+COUNT_HEADER = "X-Steplabel-Labels"
 
 
 class PullError(ValueError):
@@ -31,6 +33,10 @@ class Pull:
 
     def lines(self) -> Iterator[str]:
         return export.stream_export(self.engine, self.label_filter, self.export_format)
+
+    def headers(self) -> dict[str, str]:
+        """What a response streaming the pull says about it: the next cursor, the count."""
+        return {CURSOR_HEADER: self.next_cursor, COUNT_HEADER: str(self.labels)}
 
 
 def plan_pull(
