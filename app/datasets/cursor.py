@@ -19,7 +19,6 @@ A cursor names its kind (``xid-N``, ``id-N``): one from the other database is re
 """
 
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import ColumnElement, and_, func, or_, select, text
 from sqlalchemy.orm import Session
@@ -49,7 +48,9 @@ class PullWindow:
         return f"{self.kind}-{self.high}"
 
     def condition(self) -> ColumnElement[bool]:
-        position: Any = LABELS.c.written_xid if self.kind == POSTGRES_KIND else LABELS.c.id
+        position: ColumnElement[int] = (
+            LABELS.c.written_xid if self.kind == POSTGRES_KIND else LABELS.c.id
+        )
         below = position < self.high
         if self.low is not None:
             return and_(position >= self.low, below)

@@ -22,6 +22,7 @@ from tests.browser.live import ROOT, running_server
 from tests.factories import make_user
 
 SOLUTIONS = 1000
+OVERLAPPING_PULLS = 3
 
 
 @pytest.fixture
@@ -102,15 +103,18 @@ def test_pulls_while_labels_are_written_get_each_once_as_export_writes_them(
     token = _token(engine, database_url)
     remote = ("--url", server, "--token", token)
     labeler_id, solution_id = _setup(engine)
-    written = 150
+    stop = threading.Event()
+    written: list[int] = []
     failures: list[BaseException] = []
 
     def write() -> None:
+        # Writes until told to stop: a pull (a process of its own) takes seconds.
         try:
-            for mark in range(written):
+            while not stop.is_set():
                 with Session(engine) as session:
-                    _write_label(session, labeler_id, solution_id, mark)
+                    _write_label(session, labeler_id, solution_id, len(written))
                     session.commit()
+                written.append(len(written))
                 time.sleep(0.01)
         except BaseException as error:  # reported below
             failures.append(error)
@@ -119,21 +123,24 @@ def test_pulls_while_labels_are_written_get_each_once_as_export_writes_them(
     writer.start()
     marks: list[int] = []
     cursor: list[str] = []
-    pulls = 0
-    while writer.is_alive() or pulls == 0:
-        out = tmp_path / f"pull-{pulls}.jsonl"
-        pulled = steplabel("remote", "pull", str(out), *remote, *cursor, database_url=database_url)
-        assert pulled.returncode == 0, pulled.stderr
-        cursor = ["--since", pulled.stdout.splitlines()[-1]]
-        marks += [json.loads(line)["label"]["total_time"] for line in out.read_text().splitlines()]
-        pulls += 1
-    writer.join()
+    try:
+        for pull in range(OVERLAPPING_PULLS):
+            out = tmp_path / f"pull-{pull}.jsonl"
+            pulled = steplabel(
+                "remote", "pull", str(out), *remote, *cursor, database_url=database_url
+            )
+            assert pulled.returncode == 0, pulled.stderr
+            cursor = ["--since", pulled.stdout.splitlines()[-1]]
+            marks += [json.loads(x)["label"]["total_time"] for x in out.read_text().splitlines()]
+    finally:
+        stop.set()
+        writer.join()
     assert not failures, failures
     last = tmp_path / "last.jsonl"
     pulled = steplabel("remote", "pull", str(last), *remote, *cursor, database_url=database_url)
     marks += [json.loads(line)["label"]["total_time"] for line in last.read_text().splitlines()]
-    assert pulls >= 2, "the writer finished before a pull overlapped it"
-    assert sorted(marks) == list(range(written))
+    assert len(written) > OVERLAPPING_PULLS
+    assert sorted(marks) == written  # every label, none twice
 
     everything = tmp_path / "everything.jsonl"
     pulled = steplabel("remote", "pull", str(everything), *remote, database_url=database_url)
@@ -141,7 +148,7 @@ def test_pulls_while_labels_are_written_get_each_once_as_export_writes_them(
     export = steplabel("export", "-o", str(exported), database_url=database_url)
     assert export.returncode == 0, export.stderr
     assert everything.read_bytes() == exported.read_bytes()
-    assert len(everything.read_bytes().splitlines()) == written
+    assert len(everything.read_bytes().splitlines()) == len(written)
 
     consensus = steplabel(
         "remote",
