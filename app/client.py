@@ -28,6 +28,8 @@ BATCH_LINES = 5000
 BATCH_BYTES = 64 << 20
 """A batch is cut before it passes this size (the server's upload limit is 2 GiB)."""
 POLL_SECONDS = 0.25
+POLL_RETRIES = 10
+"""Polls of a job that may fail in a row (the server busy, unreachable) before giving up."""
 FINISHED = ("succeeded", "failed")
 
 Progress = Callable[[int], None]
@@ -36,6 +38,11 @@ Progress = Callable[[int], None]
 
 class ApiError(Exception):
     """The server refused a request, or could not be reached; the message says why."""
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        """The HTTP status, if the server answered at all."""
 
 
 @dataclass(frozen=True)
@@ -115,8 +122,19 @@ class Client:
     def wait(self, job_id: int, timeout: float | None = None) -> dict[str, Any]:
         """Poll a job until it succeeded or failed (ApiError past ``timeout`` seconds)."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        failures = 0
         while True:
-            job = self.job(job_id)
+            try:
+                job = self.job(job_id)
+                failures = 0
+            except ApiError as error:
+                # A server busy with the import (on SQLite it holds the one write lock)
+                # may fail a poll: the job goes on, so ask again a few times.
+                failures += 1
+                if (error.status_code or 500) < 500 or failures > POLL_RETRIES:
+                    raise
+                time.sleep(POLL_SECONDS * failures)
+                continue
             if job["status"] in FINISHED:
                 return job
             if deadline is not None and time.monotonic() > deadline:
@@ -213,7 +231,7 @@ def _check(response: httpx.Response) -> None:
         detail = None
     if not isinstance(detail, str):
         detail = json.dumps(detail) if detail is not None else response.text[:300]
-    raise ApiError(f"the server answered {response.status_code}: {detail}")
+    raise ApiError(f"the server answered {response.status_code}: {detail}", response.status_code)
 
 
 def _unreachable(error: httpx.HTTPError) -> str:
