@@ -1,6 +1,7 @@
 """API tokens: stored hashed, scopes bounded by role, refused at once when revoked, expired
 or their user deactivated, never accepted from a cookie, never written to a log."""
 
+import json
 import logging
 from datetime import timedelta
 
@@ -158,3 +159,43 @@ def test_the_schema_lists_the_api_for_any_token(api: TestClient, engine: Engine)
         schema.json()["paths"]
     )
     assert api.get("/api/v1/openapi.json").status_code == 401
+
+
+def test_a_pushed_batch_may_be_larger_than_a_request_and_needs_a_token(
+    api: TestClient, engine: Engine
+) -> None:
+    issued = issue(engine, "root", "import")
+    step = "x" * 100_000
+    lines = [
+        json.dumps({"problem": f"Problem {n}?", "steps": [f"{step} {n}\n\n# Answer\n\n{n}"]})
+        for n in range(16)
+    ]
+    body = ("\n".join(lines) + "\n").encode()
+    assert len(body) > 1 << 20  # past STEPLABEL_MAX_BODY_BYTES's default
+    ndjson = {"Content-Type": "application/x-ndjson"}
+    pushed = api.post("/api/v1/imports", headers={**issued.headers, **ndjson}, content=body)
+    assert pushed.status_code == 202, pushed.text
+    job = wait_for_job(api, pushed.json()["url"], issued.headers)
+    assert job["status"] == "succeeded" and "16 solutions added" in job["summary"]
+    forged = {"Authorization": "Bearer slt_forged", **ndjson}
+    assert api.post("/api/v1/imports", headers=forged, content=body).status_code == 401
+    assert api.post("/api/v1/imports", headers=ndjson, content=body).status_code == 413
+
+
+def test_a_json_batch_names_its_bad_item(api: TestClient, engine: Engine) -> None:
+    issued = issue(engine, "root", "import")
+    items = [{"problem": "What is 1+1?", "steps": ["2"]}, {"problem": "What is 2+2?"}]
+    pushed = api.post("/api/v1/imports?name=run7.json", headers=issued.headers, json=items)
+    assert pushed.status_code == 202, pushed.text
+    job = wait_for_job(api, pushed.json()["url"], issued.headers)
+    assert job["status"] == "failed"
+    assert job["errors"] == [
+        {"line": 2, "message": "give exactly one of 'steps' (a list) or 'solution' (text)"}
+    ]
+    refused = api.post(
+        "/api/v1/imports",
+        headers={**issued.headers, "Content-Type": "application/json"},
+        content=b"[{",
+    )
+    assert refused.status_code == 400
+    assert "not a JSON document" in refused.json()["detail"]
