@@ -78,6 +78,8 @@ def create_token(
     now: datetime | None = None,
 ) -> tuple[ApiToken, str]:
     """A new token for ``user`` (flushed) and its secret, which is not kept anywhere."""
+    if not name.strip():
+        raise TokenError("give the token a name: what it is for, e.g. 'pipeline'")
     name = clean_name(name)
     refused = sorted(scope.value for scope in scopes if not scope_allowed(user.role, scope))
     if refused:
