@@ -18,7 +18,7 @@ from app.templating import render
 router = APIRouter(prefix="/admin", dependencies=[Depends(current_admin), Depends(check_csrf)])
 
 FORMAT_TITLES = {
-    "prm800k": "PRM800K JSONL (one line per label, byte for byte as `steplabel export`)",
+    "prm800k": "PRM800K JSONL (one line per label, the bytes steplabel export writes)",
     "trl": "TRL stepwise rows (prompt, completions, labels)",
 }
 
