@@ -51,6 +51,8 @@ ACTIONS = {
     "prm.pin": "pinned a checkpoint",
     "prm.unpin": "unpinned a checkpoint",
     "prm.train": "requested a training run",
+    "token.create": "created an API token",
+    "token.revoke": "revoked an API token",
 }
 """The actions recorded today, with what the admin page calls them."""
 

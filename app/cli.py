@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
+from app.cli_common import fail as _fail
+from app.cli_common import require_current_schema as _require_current_schema
 from app.progress import TerminalProgress, terminal_progress
+from app.remote_cli import remote_cli, tokens_cli
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -40,6 +43,8 @@ users_cli = typer.Typer(help="Labelers and admins.", no_args_is_help=True)
 cli.add_typer(users_cli, name="users")
 qc_cli = typer.Typer(help="Quality-control questions and their gold labels.", no_args_is_help=True)
 cli.add_typer(qc_cli, name="qc")
+cli.add_typer(tokens_cli, name="tokens")
+cli.add_typer(remote_cli, name="remote")
 
 Files = Annotated[list[Path], typer.Argument(help="JSONL files ('-' for standard input).")]
 SkipInvalid = Annotated[
@@ -54,11 +59,6 @@ class RoleName(enum.StrEnum):
 
     LABELER = "labeler"
     ADMIN = "admin"
-
-
-def _fail(message: str, status: int = 1) -> None:
-    typer.echo(message, err=True)
-    raise typer.Exit(status)
 
 
 @cli.command()
@@ -82,16 +82,6 @@ def _database_name() -> str:
     from app.config import get_settings
 
     return make_url(get_settings().database_url).render_as_string(hide_password=True)
-
-
-def _require_current_schema() -> None:
-    from app import schema
-    from app.db import get_engine
-
-    try:
-        schema.check_current(get_engine())
-    except schema.SchemaOutOfDate as error:
-        _fail(str(error), 2)
 
 
 ImportFunction = Callable[..., "ImportSummary"]

@@ -27,8 +27,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app import browse, login, schema
-from app.admin import audit_log, import_jobs
+from app.admin import audit_log, export_page, import_jobs
 from app.admin import router as admin
+from app.api import router as api_v1
 from app.auth import Login, Viewer, check_login, current_admin, login_of
 from app.config import get_settings, session_secret
 from app.db import (
@@ -42,7 +43,13 @@ from app.db import (
 )
 from app.inputs import json_safe
 from app.labeling import router as labeling
-from app.security import SECURITY_HEADERS, BodySizeLimit, SecurityHeaders, UntrustedForwarding
+from app.security import (
+    SECURITY_HEADERS,
+    BodySizeLimit,
+    CookielessApi,
+    SecurityHeaders,
+    UntrustedForwarding,
+)
 from app.templating import make_templates, render, wants_fragment
 
 logger = logging.getLogger("steplabel")
@@ -245,8 +252,8 @@ def _to_login(request: Request) -> Response:
     return RedirectResponse(target, status_code=303)
 
 
-UPLOAD_PATHS = ("/admin/imports",)
-"""Where admins upload datasets: these get the larger body limit."""
+UPLOAD_PATHS = ("/admin/imports", "/api/v1/imports")
+"""Where admins upload datasets (and tokens push batches): these get the larger limit."""
 
 openapi_schema = APIRouter(dependencies=[Depends(current_admin)])
 
@@ -274,8 +281,8 @@ def create_app() -> FastAPI:
     )
     app.state.templates = make_templates(TEMPLATES_DIR)
     # The middleware added last runs first: proxy headers (or forgetting an address the
-    # server believed from them), security headers, the session, then the body limit
-    # (which reads the session).
+    # server believed from them), security headers, dropping the token API's cookies, the
+    # session, then the body limit (which reads the session).
     app.add_middleware(
         BodySizeLimit,
         limit=settings.max_body_bytes,
@@ -290,6 +297,7 @@ def create_app() -> FastAPI:
         same_site="lax",
         https_only=settings.secure_cookies,
     )
+    app.add_middleware(CookielessApi)
     app.add_middleware(SecurityHeaders)
     app.add_middleware(SchemaCheck)
     if settings.trusted_proxies:
@@ -308,7 +316,9 @@ def create_app() -> FastAPI:
     app.include_router(browse.admin)
     app.include_router(admin.pages)
     app.include_router(admin.api)
+    app.include_router(export_page.router)
     app.include_router(openapi_schema)
+    app.include_router(api_v1.router)
     app.include_router(icon)
     app.include_router(audit_log.audit_pages)
     app.include_router(browse.readiness)

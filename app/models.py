@@ -17,6 +17,7 @@ from sqlalchemy import (
     CheckConstraint,
     DateTime,
     Double,
+    FetchedValue,
     ForeignKey,
     ForeignKeyConstraint,
     Index,
@@ -101,6 +102,34 @@ class User(Base):
     session_version: Mapped[int] = mapped_column(Integer, default=0)
     """Bumped to end every session of this user (password reset, deactivation)."""
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
+
+
+class TokenScope(enum.StrEnum):
+    """What an API token may do; its user's role still bounds it (app/tokens.py)."""
+
+    IMPORT = "import"
+    EXPORT = "export"
+    READ = "read"
+
+
+class ApiToken(Base):
+    """A bearer token for the JSON API, kept as its SHA-256 only (it is shown once)."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(120))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    """The token's first characters, to tell tokens apart on the Users page."""
+    scopes: Mapped[str] = mapped_column(String(64))
+    """Comma-separated TokenScope values."""
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime)
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime)
 
 
 class Problem(Base):
@@ -302,6 +331,11 @@ class Label(Base):
     note: Mapped[str | None] = mapped_column(Text)
     """The labeler's reason for a bad problem or for giving up (not part of PRM800K)."""
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
+    written_xid: Mapped[int | None] = mapped_column(BigInteger, FetchedValue(), index=True)
+    """Postgres: the transaction that wrote the label (``pg_current_xact_id()``, the
+    column's default there), the position API pulls use as their cursor
+    (app/datasets/cursor.py).
+    Null on SQLite, where the id serves, and for labels stored before this column."""
 
     steps: Mapped[list["LabelStep"]] = relationship(
         order_by="LabelStep.step_index", cascade="all, delete-orphan"
@@ -494,3 +528,4 @@ GOLD_LABELS: Table = GoldLabel.__table__  # type: ignore[assignment]
 GENERATION_QUALITY_CONTROL: Table = GenerationQualityControl.__table__  # type: ignore[assignment]
 PROJECT_SETTINGS: Table = ProjectSetting.__table__  # type: ignore[assignment]
 LOGIN_THROTTLES: Table = LoginThrottle.__table__  # type: ignore[assignment]
+API_TOKENS: Table = ApiToken.__table__  # type: ignore[assignment]

@@ -26,18 +26,22 @@ from pydantic import (
     Field,
     JsonValue,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     Strict,
     Tag,
     ValidatorFunctionWrapHandler,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
 from app.columns import StoredFloat, fits
-from app.models import LABEL_STEPS, LABELS, FinishReason
+from app.models import LABEL_STEPS, LABELS, SOLUTIONS, FinishReason
 
 # A strict int, so that JSON true is rejected rather than read as +1.
 Rating = Annotated[int, Field(ge=-1, le=1)]
+EXTERNAL_ID = "external_id"
+"""steplabel's side field on an exported line (``Record.external_id``)."""
 UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 
 
@@ -158,6 +162,19 @@ class Record(_Strict):
     is_initial_screening_question: bool
     question: Question
     label: LabelBody
+    external_id: Annotated[str, fits(SOLUTIONS.c.source_id)] | None = None
+    """steplabel's side field, not PRM800K's: the labeled solution's id in the team's own
+    pipeline (``id`` or ``external_id`` of its import line). Written last, and only when
+    the solution has one, so that every other line stays PRM800K's bytes; PRM800K readers,
+    which read the keys they know, pass over it."""
+
+    @model_serializer(mode="wrap")
+    def _side_field_only_when_set(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # As export writes the line: no side field where the solution has no external id.
+        data = handler(self)
+        if isinstance(data, dict) and data.get(EXTERNAL_ID, "") is None:
+            del data[EXTERNAL_ID]
+        return data
 
     @model_validator(mode="after")
     def _naive_timestamp(self) -> "Record":
@@ -176,7 +193,7 @@ def export_difference(record: Record, written: dict[str, Any]) -> str | None:
     """
     question, label = written["question"], written["label"]
     misplaced = (
-        _misplaced_key("", written, Record)
+        _misplaced_key("", written, Record, _record_order(written))
         or _misplaced_key("question", question, type(record.question))
         or _misplaced_key("label", label, LabelBody)
     )
@@ -206,8 +223,19 @@ _KEY_ORDER: dict[type[BaseModel], tuple[str, ...]] = {
 }
 
 
-def _misplaced_key(path: str, written: dict[str, Any], model: type[BaseModel]) -> str | None:
-    order = _KEY_ORDER[model]
+def _record_order(written: dict[str, Any]) -> tuple[str, ...]:
+    """A line's keys as export writes them: the side field only where there is one."""
+    order = _KEY_ORDER[Record]
+    return order if EXTERNAL_ID in written else order[:-1]
+
+
+def _misplaced_key(
+    path: str,
+    written: dict[str, Any],
+    model: type[BaseModel],
+    order: tuple[str, ...] | None = None,
+) -> str | None:
+    order = order or _KEY_ORDER[model]
     if tuple(written) == order:
         return None
     key = next(key for key, found in zip(order, written, strict=True) if key != found)
@@ -270,8 +298,9 @@ def record_dict(
     steps: list[dict[str, Any]],
     total_time: int | None,
     finish_reason: str | None,
+    external_id: str | None = None,
 ) -> dict[str, Any]:
-    return {
+    record = {
         "labeler": labeler,
         "timestamp": timestamp.isoformat(),
         "generation": generation,
@@ -280,6 +309,9 @@ def record_dict(
         "question": question,
         "label": {"steps": steps, "total_time": total_time, "finish_reason": finish_reason},
     }
+    if external_id is not None:
+        record[EXTERNAL_ID] = external_id
+    return record
 
 
 def dumps(record: dict[str, Any]) -> str:

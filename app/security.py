@@ -125,7 +125,10 @@ class BodySizeLimit:
     def limit_of(self, scope: Scope) -> int:
         session = scope.get("session") or {}
         is_upload = scope["method"] == "POST" and scope["path"] in self.upload_paths
-        return self.upload_limit if is_upload and session.get("admin") is True else self.limit
+        # A bearer token is checked (and its import scope) before the route reads a byte
+        # of the body: an invalid one is refused without the body being read.
+        uploader = session.get("admin") is True or _has_bearer_token(scope)
+        return self.upload_limit if is_upload and uploader else self.limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -166,6 +169,32 @@ async def _within_limit(
         await app(scope, counting_receive, guarded_send)
     if too_large and not started:
         await _refuse(scope, send, limit)
+
+
+def _has_bearer_token(scope: Scope) -> bool:
+    return any(
+        name == b"authorization" and value[:7].lower() == b"bearer "
+        for name, value in scope["headers"]
+    )
+
+
+TOKEN_ONLY_PREFIX = "/api/v1/"
+
+
+class CookielessApi:
+    """Drop the cookies of requests to the token API (/api/v1/), before the session
+    middleware reads them: there a token is the only credential, so a page elsewhere
+    cannot make a logged-in browser act through it (no CSRF token is needed), and the
+    answers set no cookie."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith(TOKEN_ONLY_PREFIX):
+            headers = [(name, value) for name, value in scope["headers"] if name != b"cookie"]
+            scope = {**scope, "headers": headers}
+        await self.app(scope, receive, send)
 
 
 def _declared_length(scope: Scope) -> int:

@@ -19,6 +19,7 @@ from app.inputs import INTEGER_MAX, json_safe
 from app.main import create_app
 from app.models import ImportJob, Label, Role, User
 from tests.admin.conftest import HTMX
+from tests.api.conftest import ALL_SCOPES, issue
 from tests.factories import make_solution
 from tests.web import add_user, csrf_from, log_in
 
@@ -66,6 +67,12 @@ def admin_token(client: TestClient, engine: Engine) -> str:
 
 
 @pytest.fixture
+def bearer(admin_token: str, engine: Engine) -> dict[str, str]:
+    """The admin's API token, for the token API (/api/v1), which takes no cookie."""
+    return issue(engine, "root", ALL_SCOPES).headers
+
+
+@pytest.fixture
 def task(client: TestClient, engine: Engine) -> tuple[str, int]:
     """A labeler's CSRF token and the id of the task they hold."""
     with Session(engine) as session:
@@ -91,19 +98,22 @@ def test_every_id_and_number_parameter_is_found() -> None:
     assert {"generation", "page"} <= {name for _, _, name in QUERY_NUMBERS}
 
 
-def test_an_id_past_integer_answers_422(client: TestClient, admin_token: str) -> None:
+def test_an_id_past_integer_answers_422(
+    client: TestClient, admin_token: str, bearer: dict[str, str]
+) -> None:
     for (method, path, name), number in itertools.product(PATH_IDS, TOO_BIG):
         url = path.replace("{" + name + "}", str(number))
         # A valid body where there is one, so that the id is all that is wrong.
-        headers = {"X-CSRF-Token": admin_token}
+        headers = {"X-CSRF-Token": admin_token, **bearer}
         _refused_number(client.request(method, url, json=GIVE_UP, headers=headers), "path", name)
 
 
 def test_a_generation_or_page_past_integer_answers_422(
-    client: TestClient, admin_token: str
+    client: TestClient, admin_token: str, bearer: dict[str, str]
 ) -> None:
     for (method, path, name), number in itertools.product(QUERY_NUMBERS, TOO_BIG):
-        _refused_number(client.request(method, path, params={name: number}), "query", name)
+        answer = client.request(method, path, params={name: number}, headers=bearer)
+        _refused_number(answer, "query", name)
 
 
 def test_a_form_number_past_integer_is_refused_with_its_name(

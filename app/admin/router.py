@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from starlette.background import BackgroundTask
 
 from app import audit, training, users
+from app import tokens as api_tokens
 from app.admin import (
     charts,
     disagreements,
@@ -44,7 +45,7 @@ from app.datasets.export import ExportFilter
 from app.datasets.reading import describe
 from app.db import DbSession
 from app.inputs import INTEGER_MAX, DbId, GenerationNumber, PageNumber, Text
-from app.models import SCREENING_GENERATION, TrainingRun, User, utc_now
+from app.models import SCREENING_GENERATION, TokenScope, TrainingRun, User, utc_now
 from app.project_settings import (
     RUNTIME_KEYS,
     forget_cached,
@@ -481,6 +482,8 @@ def _users_context(session: Session) -> dict[str, Any]:
         "section": "users",
         "threshold": threshold,
         "people": people.people(session, threshold),
+        "api_tokens": api_tokens.list_tokens(session),
+        "token_scopes": [scope.value for scope in TokenScope],
     }
 
 
@@ -570,6 +573,52 @@ def reset_password(
         "password": password,
     }
     return _users_answer(request, session, outcome, NO_STORE)
+
+
+@pages.post("/tokens", response_class=HTMLResponse)
+def create_token(
+    request: Request,
+    session: DbSession,
+    admin: CurrentAdmin,
+    user_id: Annotated[str, Form()] = "",
+    name: Annotated[Text, Form()] = "",
+    scopes: Annotated[list[str] | None, Form()] = None,
+    expires_days: Annotated[str, Form()] = "",
+) -> HTMLResponse:
+    """An API token for a user, shown once in the answer (never stored but hashed)."""
+    try:
+        owner = session.get(User, _whole_number(user_id, "user"))
+        if owner is None:
+            raise ValueError("choose the token's user")
+        days = _whole_number(expires_days, "expires in days") if expires_days.strip() else None
+        token, secret = api_tokens.create_token(
+            session,
+            owner,
+            name,
+            api_tokens.parse_scopes(",".join(scopes or [])),
+            created_by=admin,
+            expires_at=api_tokens.expiry_in(days),
+        )
+    except ValueError as error:
+        return _users_answer(request, session, {"error": str(error)})
+    outcome = {
+        "message": f"Created API token {token.name!r} for {owner.name} ({token.scopes}).",
+        "api_token": secret,
+        "api_token_for": owner.name,
+    }
+    return _users_answer(request, session, outcome, NO_STORE)
+
+
+@pages.post("/tokens/{token_id}/revoke", response_class=HTMLResponse)
+def revoke_token(
+    request: Request, session: DbSession, admin: CurrentAdmin, token_id: DbId
+) -> HTMLResponse:
+    try:
+        token = api_tokens.revoke_token(session, token_id, admin)
+    except LookupError:
+        raise HTTPException(404, f"There is no API token {token_id}.") from None
+    message = f"API token {token.name!r} revoked: refused from its next request on."
+    return _users_answer(request, session, {"message": message})
 
 
 def _users_answer(

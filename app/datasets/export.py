@@ -5,15 +5,17 @@ the dataset grows. Imported labels and labels made in the app go through the sam
 """
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from sqlalchemy import Select, func, or_, select
+from sqlalchemy import Engine, Select, func, or_, select
 from sqlalchemy.orm import Session
 
 from app import prm800k
+from app.datasets.cursor import PullWindow
+from app.db import transaction
 from app.models import Label, LabelStep, Problem, Solution, StepCompletion, TaskStyle, User
 from app.progress import Progress
 
@@ -21,6 +23,8 @@ CHUNK_SIZE = 1000
 
 
 AnySelect = Select[*tuple[Any, ...]]
+Chunked = tuple[int, int | None, dict[str, Any]]
+"""A label's id (the chunks' position), its solution's id, its PRM800K record."""
 
 LABELS = Label.__table__.c
 USERS = User.__table__.c
@@ -42,8 +46,14 @@ class ExportFilter:
     """Labeler UUIDs or user names."""
     include_quality_control: bool = True
     include_screening: bool = True
+    window: PullWindow | None = None
+    """An API pull's window of positions (app/datasets/cursor.py)."""
+    consensus: bool = False
+    """One consensus label per solution in place of each labeler's (``consensus_chunk``)."""
 
     def apply(self, query: AnySelect) -> AnySelect:
+        if self.window is not None:
+            query = query.where(self.window.condition())
         if self.generations:
             query = query.where(LABELS.generation.in_(self.generations))
         if self.since is not None:
@@ -78,6 +88,26 @@ class ExportError(ValueError):
     """A stored label cannot be written as JSON."""
 
 
+CONSENSUS_UNAVAILABLE = "consensus labels are not available in this version"
+
+
+class ConsensusUnavailable(ValueError):
+    """Consensus labels were asked for, and this version has none."""
+
+    def __init__(self) -> None:
+        super().__init__(CONSENSUS_UNAVAILABLE)
+
+
+def consensus_chunk(session: Session, label_filter: ExportFilter, after: int) -> list[Chunked]:
+    """The one place an export of consensus labels (``consensus=True``) reads from: the next
+    CHUNK_SIZE consensus records after position ``after``, as ``_label_chunk`` gives labels.
+
+    Consensus labels are another issue's work (issue 41); until they land, asking for them
+    is refused here, before anything is written.
+    """
+    raise ConsensusUnavailable
+
+
 @dataclass
 class ExportSummary:
     lines: int = 0
@@ -109,6 +139,7 @@ _LABEL_COLUMNS = (
     SOLUTIONS.answer,
     SOLUTIONS.verifier_score,
     SOLUTIONS.style,
+    SOLUTIONS.source_id,
 )
 
 
@@ -130,7 +161,25 @@ def solution_records(
 ) -> Iterator[tuple[int | None, dict[str, Any]]]:
     """``iter_records`` with each label's solution id (None for a phase-1 label without one):
     the worker tells the labels on solutions a PRM chose from the others."""
-    query = label_filter.apply(
+    read_chunk = _chunk_reader(label_filter)
+    after = 0
+    while True:
+        labels = read_chunk(session, label_filter, after)
+        if not labels:
+            return
+        for _label_id, solution_id, record in labels:
+            yield solution_id, record
+        after = labels[-1][0]
+
+
+def _chunk_reader(
+    label_filter: ExportFilter,
+) -> Callable[[Session, ExportFilter, int], list[Chunked]]:
+    return consensus_chunk if label_filter.consensus else _label_chunk
+
+
+def _label_query(label_filter: ExportFilter) -> AnySelect:
+    return label_filter.apply(
         select(*_LABEL_COLUMNS)
         .join(User.__table__, USERS.id == LABELS.labeler_id)
         .join(Problem.__table__, PROBLEMS.id == LABELS.problem_id)
@@ -138,15 +187,17 @@ def solution_records(
         .order_by(LABELS.id)
         .limit(CHUNK_SIZE)
     )
-    after = 0
-    while True:
-        labels = session.execute(query.where(LABELS.id > after)).all()
-        if not labels:
-            return
-        steps = _steps_by_label(session, {label.id for label in labels})
-        for label in labels:
-            yield label.solution_id, _record(label, steps.get(label.id, []))
-        after = labels[-1].id
+
+
+def _label_chunk(session: Session, label_filter: ExportFilter, after: int) -> list[Chunked]:
+    """The next CHUNK_SIZE selected labels after label ``after``: (id, solution id, record)."""
+    labels = session.execute(_label_query(label_filter).where(LABELS.id > after)).all()
+    if not labels:
+        return []
+    steps = _steps_by_label(session, {label.id for label in labels})
+    return [
+        (label.id, label.solution_id, _record(label, steps.get(label.id, []))) for label in labels
+    ]
 
 
 def _steps_by_label(session: Session, label_ids: set[int]) -> dict[int, list[dict[str, Any]]]:
@@ -197,6 +248,7 @@ def _record(label: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
         steps=steps,
         total_time=label.total_time,
         finish_reason=label.finish_reason,
+        external_id=label.source_id,
     )
 
 
@@ -248,20 +300,50 @@ def write_export(
     for record in iter_records(session, label_filter):
         if progress is not None:
             progress.advance()
-        row = record if export_format == "prm800k" else trl_row(record)
-        if row is None:
+        line = export_line(record, export_format)
+        if line is None:
             continue
-        try:
-            line = prm800k.dumps(row)
-        except ValueError:
-            # Imports refuse them now; a database filled before may still hold one.
-            raise ExportError(
-                f"the label of {record['labeler']} at {record['timestamp']} holds a NaN or "
-                "infinite score, which JSON cannot write"
-            ) from None
         out.write(line)
-        out.write("\n")
         summary.lines += 1
         summary.step_ratings += sum(len(s["completions"] or []) for s in record["label"]["steps"])
         summary.by_finish_reason[record["label"]["finish_reason"] or "unfinished"] += 1
     return summary
+
+
+def export_line(record: dict[str, Any], export_format: str) -> str | None:
+    """A record as one line of ``export_format`` (newline included); None when TRL has no
+    row for it."""
+    row = record if export_format == "prm800k" else trl_row(record)
+    if row is None:
+        return None
+    try:
+        return prm800k.dumps(row) + "\n"
+    except ValueError:
+        # Imports refuse them now; a database filled before may still hold one.
+        raise ExportError(
+            f"the label of {record['labeler']} at {record['timestamp']} holds a NaN or "
+            "infinite score, which JSON cannot write"
+        ) from None
+
+
+def stream_export(
+    engine: Engine, label_filter: ExportFilter, export_format: str = "prm800k"
+) -> Iterator[str]:
+    """The export as text, one piece per CHUNK_SIZE labels, the same lines ``write_export``
+    writes. Each chunk is read in a short transaction of its own, so that a slow reader
+    never holds one open (on SQLite every transaction takes the write lock). Within a
+    pull's window the labels are final, so the chunks add up to one consistent export.
+
+    Check ``consensus`` first (``consensus_chunk``): a response cannot turn into an error
+    once its first chunk is out.
+    """
+    read_chunk = _chunk_reader(label_filter)
+    after = 0
+    while True:
+        with transaction(engine) as session:
+            labels = read_chunk(session, label_filter, after)
+        if not labels:
+            return
+        lines = (export_line(record, export_format) for _id, _solution, record in labels)
+        yield "".join(line for line in lines if line is not None)
+        after = labels[-1][0]

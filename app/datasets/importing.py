@@ -204,7 +204,14 @@ def _phase2_solution_ids(
         pre_generated = prm800k.pre_generated(record)
         if pre_generated is not None:
             steps, answer, score = pre_generated
-            specs[i] = SolutionSpec(problem_id, steps, answer, score, generation=record.generation)
+            specs[i] = SolutionSpec(
+                problem_id,
+                steps,
+                answer,
+                score,
+                generation=record.generation,
+                source_id=record.external_id,
+            )
     ids = dict(zip(specs, store.solution_ids(list(specs.values())), strict=True))
     return [ids.get(i) for i in range(len(records))]
 
@@ -329,12 +336,15 @@ class SolutionLine(_Lenient):
     score: StoredFloat | None = None
     generator: Annotated[str, fits(SOLUTIONS.c.generator)] | None = None
     id: str | int | None = None
+    external_id: str | int | None = None
+    """The team's own id for the solution, the same as ``id``: kept, and exported beside
+    each of its labels as PRM800K JSONL's side field ``external_id``."""
     alternatives: list[list[str]] | None = None
     """Per step, other ways to write it: rated at a negative step (phase 2), or always."""
     style: TaskStyle = TaskStyle.PHASE2
     """phase1: labelers rate every candidate of each step and choose one to continue."""
 
-    @field_validator("id")
+    @field_validator("id", "external_id")
     @classmethod
     def _id_fits(cls, value: str | int | None) -> str | int | None:
         # Stored as text, in source_id.
@@ -344,6 +354,9 @@ class SolutionLine(_Lenient):
 
     @model_validator(mode="after")
     def _complete(self) -> "SolutionLine":
+        both = self.id is not None and self.external_id is not None
+        if both and str(self.id) != str(self.external_id):
+            raise ValueError("'id' and 'external_id' differ: give the solution one id")
         if self.problem is None and self.unique_id is None:
             raise ValueError("give the problem, as 'problem' (its text) or 'unique_id'")
         if (self.steps is None) == (self.solution is None):
@@ -357,6 +370,11 @@ class SolutionLine(_Lenient):
                 f"the solution has {len(steps)}"
             )
         return self
+
+    def source_id(self) -> str | None:
+        """The id the solution is stored with (``source_id``), if the line gives one."""
+        given = self.external_id if self.external_id is not None else self.id
+        return None if given is None else str(given)
 
     def step_list(self) -> list[str]:
         return self.steps if self.steps is not None else split_steps(self.solution or "")
@@ -394,7 +412,7 @@ def import_solutions(
                 item.value.answer or final_answer(item.value.step_list()),
                 item.value.score,
                 generator=item.value.generator,
-                source_id=None if item.value.id is None else str(item.value.id),
+                source_id=item.value.source_id(),
                 # A pool solution belongs to no generation until a selection queues it.
                 generation=generation if queue else None,
                 queue_state=queue_state,

@@ -118,6 +118,33 @@ def test_creating_a_user_is_recorded_and_a_taken_name_records_nothing(
     assert entry.after == {"role": "admin", "is_approved": True, "password": "set"}
 
 
+def test_api_tokens_made_and_revoked_are_recorded_and_a_refused_one_records_nothing(
+    admin: Admin, engine: Engine
+) -> None:
+    lee = labeler(engine)
+    refused = admin.post(
+        "/admin/tokens", {"user_id": str(lee.id), "name": "x", "scopes": ["export"]}
+    )
+    assert refused.status_code == 422 and entries(engine) == []
+    made = admin.post("/admin/tokens", {"user_id": str(lee.id), "name": "ci", "scopes": ["read"]})
+    assert made.status_code == 200, made.text
+    secret = made.text.split('id="new-api-token">')[1].split("<")[0]
+    created = only_entry(engine, "token.create")
+    assert (created.actor, created.before) == ("root", None)
+    assert created.after == {"scopes": "read", "expires_at": None}
+    assert "'ci' for lee" in created.target
+    assert secret not in json.dumps([created.target, created.after])
+    token_id = int(created.target.split()[1])
+    assert admin.post(f"/admin/tokens/{token_id + 100}/revoke").status_code == 404
+    assert admin.post(f"/admin/tokens/{token_id}/revoke").status_code == 200
+    revoked = entries(engine)[-1]
+    assert (revoked.action, revoked.actor) == ("token.revoke", "root")
+    assert (revoked.before, revoked.after) == ({"revoked": False}, {"revoked": True})
+    # Revoking again changes nothing and so records nothing.
+    assert admin.post(f"/admin/tokens/{token_id}/revoke").status_code == 200
+    assert len(entries(engine)) == 2
+
+
 # Quality control
 
 

@@ -1,0 +1,19 @@
+"""What every part of the command line shares: failing with a message, and refusing to run
+on a schema that is not current. Light, as ``steplabel --help`` must stay."""
+
+import typer
+
+
+def fail(message: str, status: int = 1) -> None:
+    typer.echo(message, err=True)
+    raise typer.Exit(status)
+
+
+def require_current_schema() -> None:
+    from app import schema
+    from app.db import get_engine
+
+    try:
+        schema.check_current(get_engine())
+    except schema.SchemaOutOfDate as error:
+        fail(str(error), 2)

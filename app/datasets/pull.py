@@ -1,0 +1,88 @@
+"""Pulling labels: the filters and cursor of a pull checked, its window fixed, its lines
+streamed. The API's pull (app/api/router.py) and the admin's Export page share it."""
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from app.datasets import export
+from app.datasets.cursor import pull_window
+from app.datasets.export import ExportFilter
+
+FORMATS = ("prm800k", "trl")
+CURSOR_HEADER = "X-Steplabel-Next-Cursor"
+COUNT_HEADER = "X-Steplabel-Labels"
+
+
+class PullError(ValueError):
+    """The pull cannot be made as asked (a bad cursor, an unknown labeler, ...)."""
+
+
+@dataclass(frozen=True)
+class Pull:
+    """A pull whose window is fixed: ``lines()`` streams it, ``next_cursor`` follows it."""
+
+    engine: Engine
+    label_filter: ExportFilter
+    export_format: str
+    labels: int
+    """Labels in the window that the filters select (the client's progress total)."""
+    next_cursor: str
+
+    def lines(self) -> Iterator[str]:
+        return export.stream_export(self.engine, self.label_filter, self.export_format)
+
+    def headers(self) -> dict[str, str]:
+        """What a response streaming the pull says about it: the next cursor, the count."""
+        return {CURSOR_HEADER: self.next_cursor, COUNT_HEADER: str(self.labels)}
+
+
+def plan_pull(
+    session: Session,
+    *,
+    export_format: str = "prm800k",
+    since: str | None = None,
+    generations: Sequence[int] = (),
+    labelers: Sequence[str] = (),
+    consensus: bool = False,
+    include_quality_control: bool = True,
+    include_screening: bool = True,
+) -> Pull:
+    """Check a pull's options and fix its window now, in ``session`` (a request's: on
+    SQLite a second transaction would wait for its lock); PullError says what is wrong.
+
+    ``session`` must not have written: on Postgres its own transaction would hold the
+    horizon back. The lines are read later, in transactions of their own.
+    """
+    if export_format not in FORMATS:
+        raise PullError(f"format must be one of {', '.join(FORMATS)}, not {export_format!r}")
+    unknown = export.unknown_labelers(session, labelers)
+    if unknown:
+        names = ", ".join(map(repr, unknown))
+        raise PullError(f"labeler: no user has the name or UUID {names}")
+    try:
+        window = pull_window(session, since)
+    except ValueError as error:
+        raise PullError(str(error)) from None
+    label_filter = ExportFilter(
+        generations=generations,
+        labelers=labelers,
+        include_quality_control=include_quality_control,
+        include_screening=include_screening,
+        window=window,
+        consensus=consensus,
+    )
+    if consensus:
+        try:
+            export.consensus_chunk(session, label_filter, 0)
+        except export.ConsensusUnavailable as error:
+            raise PullError(str(error)) from None
+    count = export.count_labels(session, label_filter)
+    return Pull(_engine_of(session), label_filter, export_format, count, window.next_cursor)
+
+
+def _engine_of(session: Session) -> Engine:
+    bind = session.get_bind()
+    return bind if isinstance(bind, Engine) else bind.engine

@@ -1,0 +1,121 @@
+"""A pull's cursor never skips or repeats a label, also while labels are being written: on
+Postgres a label committed after a later one (ids are taken at insert, not at commit) still
+comes in the next pull, exactly once."""
+
+import json
+import random
+import threading
+import time
+
+import pytest
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from app.datasets.pull import PullError, plan_pull
+from app.models import Solution, User
+from tests.conftest import DatabaseFactory
+from tests.factories import make_label, make_solution, make_user
+
+
+def _setup(engine: Engine) -> tuple[int, int]:
+    with Session(engine) as session:
+        labeler = make_user(session, "lab")
+        solution = make_solution(session)
+        session.commit()
+        return labeler.id, solution.id
+
+
+def _write_label(session: Session, labeler_id: int, solution_id: int, mark: int) -> int:
+    """A label told apart from the others by its total_time, ``mark``; its id."""
+    labeler = session.get_one(User, labeler_id)
+    solution = session.get_one(Solution, solution_id)
+    return make_label(session, labeler, solution, [[1], [1]], total_time=mark).id
+
+
+def _pull(engine: Engine, since: str | None) -> tuple[list[int], str]:
+    """(the marks of the labels pulled, the next cursor)."""
+    with Session(engine) as session:
+        pull = plan_pull(session, since=since)
+    marks = [json.loads(line)["label"]["total_time"] for line in "".join(pull.lines()).splitlines()]
+    assert len(marks) == pull.labels
+    return marks, pull.next_cursor
+
+
+def test_a_label_committed_late_is_not_skipped(
+    engine: Engine, database_factory: DatabaseFactory
+) -> None:
+    if database_factory.backend != "postgres":
+        pytest.skip("SQLite has one writer at a time: no label commits out of id order")
+    labeler_id, solution_id = _setup(engine)
+    _, cursor = _pull(engine, None)
+    with engine.connect() as first, engine.connect() as second:
+        early = Session(bind=first)
+        early_id = _write_label(early, labeler_id, solution_id, 1)  # in flight
+        late = Session(bind=second)
+        late_id = _write_label(late, labeler_id, solution_id, 2)
+        late.commit()
+        # What an id cursor would get wrong: the larger id is committed, the smaller not.
+        assert late_id > early_id
+        marks, cursor = _pull(engine, cursor)
+        assert marks == []  # held back until the earlier transaction ends
+        early.commit()
+    marks, cursor = _pull(engine, cursor)
+    assert marks == [1, 2]
+    assert _pull(engine, cursor)[0] == []
+
+
+def test_pulls_during_writes_get_every_label_exactly_once(engine: Engine) -> None:
+    labeler_id, solution_id = _setup(engine)
+    writers, per_writer = 3, 40
+    failures: list[BaseException] = []
+
+    def write(writer: int) -> None:
+        pause = random.Random(writer)
+        try:
+            for i in range(per_writer):
+                with Session(engine) as session:
+                    _write_label(session, labeler_id, solution_id, writer * 1000 + i)
+                    # Transactions overlap: ids are taken in one order and committed in another.
+                    time.sleep(pause.uniform(0, 0.01))
+                    session.commit()
+                # Room for the pulls: SQLite's lock goes to whoever asks again first.
+                time.sleep(pause.uniform(0, 0.01))
+        except BaseException as error:  # reported by the main thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for thread in threads:
+        thread.start()
+    pulled: list[int] = []
+    cursor = None
+    pulls = 0
+    while any(thread.is_alive() for thread in threads):
+        marks, cursor = _pull(engine, cursor)
+        pulled += marks
+        pulls += 1
+    for thread in threads:
+        thread.join()
+    marks, cursor = _pull(engine, cursor)
+    pulled += marks
+    assert not failures, failures
+    expected = [w * 1000 + i for w in range(writers) for i in range(per_writer)]
+    assert sorted(pulled) == expected  # every label, none twice
+    assert pulls > 3, "the writers finished before the pulls could overlap them"
+    assert _pull(engine, cursor)[0] == []
+
+
+def test_a_cursor_from_elsewhere_is_refused(engine: Engine) -> None:
+    other = "id-5" if engine.dialect.name == "postgresql" else "xid-5"
+    with Session(engine) as session:
+        with pytest.raises(PullError, match="not a cursor"):
+            plan_pull(session, since="yesterday")
+        with pytest.raises(PullError, match="made by a server on"):
+            plan_pull(session, since=other)
+
+
+def test_consensus_is_refused_until_it_exists(engine: Engine) -> None:
+    with (
+        Session(engine) as session,
+        pytest.raises(PullError, match="consensus labels are not available in this version"),
+    ):
+        plan_pull(session, consensus=True)

@@ -1,0 +1,201 @@
+"""API tokens: stored hashed, scopes bounded by role, refused at once when revoked, expired
+or their user deactivated, never accepted from a cookie, never written to a log."""
+
+import json
+import logging
+from datetime import timedelta
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, select, text, update
+from sqlalchemy.orm import Session
+
+from app import tokens, users
+from app.models import ApiToken, Role, TokenScope, utc_now
+from tests.api.conftest import ALL_SCOPES, issue, wait_for_job
+from tests.factories import make_user
+from tests.web import log_in
+
+
+def test_a_token_is_kept_only_as_its_hash(session: Session) -> None:
+    admin = make_user(session, "root", role=Role.ADMIN)
+    token, secret = tokens.create_token(
+        session, admin, "pipeline", tokens.parse_scopes("import,export")
+    )
+    stored = session.execute(select(ApiToken.__table__)).one()._asdict()
+    assert secret.startswith(tokens.TOKEN_PREFIX) and len(secret) > 40
+    assert all(secret not in str(value) for value in stored.values())
+    assert stored["token_hash"] == tokens.hash_token(secret)
+    assert token.scopes == "export,import"
+    holder = tokens.token_holder(session, secret)
+    assert holder is not None and holder.may(TokenScope.EXPORT)
+    assert not holder.may(TokenScope.READ)
+
+
+def test_revoked_expired_and_deactivated_tokens_are_refused(session: Session) -> None:
+    admin = make_user(session, "root", role=Role.ADMIN)
+    scopes = tokens.parse_scopes("read")
+    revoked, revoked_secret = tokens.create_token(session, admin, "a", scopes)
+    _expiring, expiring_secret = tokens.create_token(
+        session, admin, "b", scopes, expires_at=utc_now() + timedelta(hours=1)
+    )
+    assert tokens.token_holder(session, revoked_secret) is not None
+    tokens.revoke_token(session, revoked.id)
+    assert tokens.token_holder(session, revoked_secret) is None
+    assert tokens.token_holder(session, expiring_secret) is not None
+    later = utc_now() + timedelta(hours=2)
+    assert tokens.token_holder(session, expiring_secret, now=later) is None
+    labeler = make_user(session, "lab")
+    _token, labeler_secret = tokens.create_token(session, labeler, "c", scopes)
+    users.deactivate(session, "lab")
+    assert tokens.token_holder(session, labeler_secret) is None
+    assert tokens.token_holder(session, "slt_not-a-token") is None
+
+
+def test_a_labeler_cannot_be_given_import_or_export(session: Session) -> None:
+    labeler = make_user(session, "lab")
+    for scope in ("import", "export"):
+        with pytest.raises(tokens.TokenError, match="labeler"):
+            tokens.create_token(session, labeler, "x", tokens.parse_scopes(scope))
+    with pytest.raises(tokens.TokenError, match="unknown scope 'admin'"):
+        tokens.parse_scopes("read,admin")
+
+
+def test_requests_without_a_live_token_get_401(api: TestClient, engine: Engine) -> None:
+    missing = api.get("/api/v1/me")
+    assert missing.status_code == 401
+    assert missing.headers["www-authenticate"] == "Bearer"
+    wrong = api.get("/api/v1/me", headers={"Authorization": "Bearer slt_nonsense"})
+    assert wrong.status_code == 401
+    issued = issue(engine, "root", ALL_SCOPES)
+    assert api.get("/api/v1/me", headers=issued.headers).json() == {
+        "name": "root",
+        "role": "admin",
+        "scopes": ["export", "import", "read"],
+    }
+
+
+def test_a_revoked_token_is_refused_at_once(api: TestClient, engine: Engine) -> None:
+    issued = issue(engine, "root", "export")
+    assert api.get("/api/v1/labels", headers=issued.headers).status_code == 200
+    with Session(engine) as session:
+        tokens.revoke_token(session, issued.token_id)
+        session.commit()
+    refused = api.get("/api/v1/labels", headers=issued.headers)
+    assert refused.status_code == 401
+    assert "revoked" in refused.json()["detail"]
+
+
+def test_a_labelers_token_can_do_nothing_an_admin_page_refuses(
+    api: TestClient, engine: Engine
+) -> None:
+    issued = issue(engine, "lab", "read", role=Role.LABELER)
+    # Even with the scopes written into its row by hand, the role bounds what it may do.
+    with engine.begin() as connection:
+        connection.execute(
+            update(ApiToken).where(ApiToken.id == issued.token_id).values(scopes=ALL_SCOPES)
+        )
+    assert api.get("/api/v1/me", headers=issued.headers).json()["scopes"] == ["read"]
+    for method, url in [
+        ("GET", "/api/v1/labels"),
+        ("POST", "/api/v1/imports"),
+        ("GET", "/api/v1/imports/1"),
+    ]:
+        answer = api.request(method, url, headers=issued.headers, content=b"{}\n")
+        assert answer.status_code == 403, (url, answer.text)
+        assert "lab is a labeler" in answer.json()["detail"]
+
+
+def test_scopes_limit_an_admins_token(api: TestClient, engine: Engine) -> None:
+    importer = issue(engine, "root", "import")
+    refused = api.get("/api/v1/labels", headers=importer.headers)
+    assert refused.status_code == 403
+    assert "'export' scope" in refused.json()["detail"]
+    exporter = issue(engine, "root", "export")
+    assert api.post("/api/v1/imports", headers=exporter.headers).status_code == 403
+
+
+def test_the_api_takes_no_cookie_and_needs_no_csrf(api: TestClient, engine: Engine) -> None:
+    issued = issue(engine, "root", ALL_SCOPES)
+    log_in(api, "root")  # the client now carries an admin's session cookie
+    by_cookie = api.get("/api/v1/me")
+    assert by_cookie.status_code == 401
+    assert "set-cookie" not in by_cookie.headers
+    pushed = api.post(
+        "/api/v1/imports",
+        headers={**issued.headers, "Content-Type": "application/x-ndjson"},
+        content=b'{"problem": "What is 1+1?", "steps": ["1+1=2\\n\\n# Answer\\n\\n2"]}\n',
+    )
+    assert pushed.status_code == 202, pushed.text
+    assert "set-cookie" not in pushed.headers
+    assert wait_for_job(api, pushed.json()["url"], issued.headers)["status"] == "succeeded"
+
+
+def test_tokens_never_reach_a_log(
+    api: TestClient, engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    issued = issue(engine, "root", "export")
+    revoked = issue(engine, "root", "read")
+    with Session(engine) as session:
+        tokens.revoke_token(session, revoked.token_id)
+        session.commit()
+    caplog.set_level(logging.DEBUG)  # SQLAlchemy's statements and their parameters too
+    with engine.connect() as connection:
+        connection.execute(text("SELECT 1"))
+    assert api.get("/api/v1/labels", headers=issued.headers).status_code == 200
+    assert api.get("/api/v1/me", headers=revoked.headers).status_code == 401
+    assert api.get("/api/v1/labels?since=bad", headers=issued.headers).status_code == 400
+    assert caplog.records, "nothing was logged: the check would be empty"
+    for secret in (issued.secret, revoked.secret):
+        assert secret not in caplog.text
+        assert secret[len(tokens.TOKEN_PREFIX) :] not in caplog.text
+
+
+def test_the_schema_lists_the_api_for_any_token(api: TestClient, engine: Engine) -> None:
+    issued = issue(engine, "lab", "read", role=Role.LABELER)
+    schema = api.get("/api/v1/openapi.json", headers=issued.headers)
+    assert schema.status_code == 200
+    assert {"/api/v1/imports", "/api/v1/imports/{job_id}", "/api/v1/labels"} <= set(
+        schema.json()["paths"]
+    )
+    assert api.get("/api/v1/openapi.json").status_code == 401
+
+
+def test_a_pushed_batch_may_be_larger_than_a_request_and_needs_a_token(
+    api: TestClient, engine: Engine
+) -> None:
+    issued = issue(engine, "root", "import")
+    step = "x" * 100_000
+    lines = [
+        json.dumps({"problem": f"Problem {n}?", "steps": [f"{step} {n}\n\n# Answer\n\n{n}"]})
+        for n in range(16)
+    ]
+    body = ("\n".join(lines) + "\n").encode()
+    assert len(body) > 1 << 20  # past STEPLABEL_MAX_BODY_BYTES's default
+    ndjson = {"Content-Type": "application/x-ndjson"}
+    pushed = api.post("/api/v1/imports", headers={**issued.headers, **ndjson}, content=body)
+    assert pushed.status_code == 202, pushed.text
+    job = wait_for_job(api, pushed.json()["url"], issued.headers)
+    assert job["status"] == "succeeded" and "16 solutions added" in job["summary"]
+    forged = {"Authorization": "Bearer slt_forged", **ndjson}
+    assert api.post("/api/v1/imports", headers=forged, content=body).status_code == 401
+    assert api.post("/api/v1/imports", headers=ndjson, content=body).status_code == 413
+
+
+def test_a_json_batch_names_its_bad_item(api: TestClient, engine: Engine) -> None:
+    issued = issue(engine, "root", "import")
+    items = [{"problem": "What is 1+1?", "steps": ["2"]}, {"problem": "What is 2+2?"}]
+    pushed = api.post("/api/v1/imports?name=run7.json", headers=issued.headers, json=items)
+    assert pushed.status_code == 202, pushed.text
+    job = wait_for_job(api, pushed.json()["url"], issued.headers)
+    assert job["status"] == "failed"
+    assert job["errors"] == [
+        {"line": 2, "message": "give exactly one of 'steps' (a list) or 'solution' (text)"}
+    ]
+    refused = api.post(
+        "/api/v1/imports",
+        headers={**issued.headers, "Content-Type": "application/json"},
+        content=b"[{",
+    )
+    assert refused.status_code == 400
+    assert "not a JSON document" in refused.json()["detail"]
