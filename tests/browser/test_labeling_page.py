@@ -576,7 +576,7 @@ def test_a_submit_while_the_database_is_away_is_sent_again_by_the_page(
     [solution, _] = queue(live_app.engine, TWO_STEPS, THREE_STEPS)
     log_in(page, labeler)
     wait_for_task(page, 2)
-    press(page, "31")
+    press(page, "31")  # +1 then -1: the first error ends the task
     url = live_app.engine.url.render_as_string(hide_password=False)
     answers: list[int] = []
     page.on(
@@ -595,7 +595,7 @@ def test_a_submit_while_the_database_is_away_is_sent_again_by_the_page(
     expect(page.locator(".flash")).to_have_text("Saved.", timeout=15_000)
     assert answers[0] == 503 and answers[-1] == 200, answers
     [label] = labels_of(live_app.engine, labeler)
-    assert (label.solution_id, ratings(label)) == (solution, [[1], [0]])
+    assert (label.solution_id, ratings(label)) == (solution, [[1], [-1]])
 
 
 def test_export_holds_exactly_the_labels_made(live_app: LiveApp) -> None:
