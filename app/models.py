@@ -439,6 +439,25 @@ class GenerationQualityControl(Base):
     added_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
 
 
+class Adjudication(Base):
+    """An adjudicator's final ratings of a solution's steps, which win over the labelers'
+    consensus (app/consensus/); one per solution, replaced by a later decision."""
+
+    __tablename__ = "adjudications"
+
+    solution_id: Mapped[int] = mapped_column(
+        ForeignKey("solutions.id", ondelete="CASCADE"), primary_key=True
+    )
+    ratings: Mapped[list[int]] = mapped_column(JSON)
+    """Per step from the first, up to and including the first -1."""
+    source_label_id: Mapped[int | None] = mapped_column(
+        ForeignKey("labels.id", ondelete="SET NULL")
+    )
+    """The label whose ratings were taken; null when the adjudicator edited them."""
+    adjudicator_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    decided_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
+
+
 class ProjectSetting(Base):
     """A project-wide value admins change at run time (guidelines, QC rate, ...)."""
 
@@ -474,3 +493,4 @@ GOLD_LABELS: Table = GoldLabel.__table__  # type: ignore[assignment]
 GENERATION_QUALITY_CONTROL: Table = GenerationQualityControl.__table__  # type: ignore[assignment]
 PROJECT_SETTINGS: Table = ProjectSetting.__table__  # type: ignore[assignment]
 LOGIN_THROTTLES: Table = LoginThrottle.__table__  # type: ignore[assignment]
+ADJUDICATIONS: Table = Adjudication.__table__  # type: ignore[assignment]

@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from sqlalchemy import Select, func, or_, select
+from sqlalchemy import ColumnElement, Select, func, or_, select
 from sqlalchemy.orm import Session
 
 from app import prm800k
+from app.consensus import service as consensus
+from app.consensus.rule import Method, Status
 from app.models import Label, LabelStep, Problem, Solution, StepCompletion, TaskStyle, User
 from app.progress import Progress
 
@@ -44,20 +46,26 @@ class ExportFilter:
     include_screening: bool = True
 
     def apply(self, query: AnySelect) -> AnySelect:
+        """``query`` (of labels joined with their users) limited to the selected labels."""
+        return query.where(*self.conditions())
+
+    def conditions(self) -> list[ColumnElement[bool]]:
+        """The filter as conditions on the labels and users tables."""
+        conditions: list[ColumnElement[bool]] = []
         if self.generations:
-            query = query.where(LABELS.generation.in_(self.generations))
+            conditions.append(LABELS.generation.in_(self.generations))
         if self.since is not None:
             since = self.since
             if since.tzinfo is not None:
                 since = since.astimezone(UTC).replace(tzinfo=None)
-            query = query.where(LABELS.timestamp >= since)
+            conditions.append(LABELS.timestamp >= since)
         if self.labelers:
-            query = query.where(or_(USERS.uuid.in_(self.labelers), USERS.name.in_(self.labelers)))
+            conditions.append(or_(USERS.uuid.in_(self.labelers), USERS.name.in_(self.labelers)))
         if not self.include_quality_control:
-            query = query.where(LABELS.is_quality_control.is_(False))
+            conditions.append(LABELS.is_quality_control.is_(False))
         if not self.include_screening:
-            query = query.where(LABELS.is_initial_screening.is_(False))
-        return query
+            conditions.append(LABELS.is_initial_screening.is_(False))
+        return conditions
 
 
 def unknown_labelers(session: Session, labelers: Sequence[str]) -> list[str]:
@@ -130,6 +138,15 @@ def solution_records(
 ) -> Iterator[tuple[int | None, dict[str, Any]]]:
     """``iter_records`` with each label's solution id (None for a phase-1 label without one):
     the worker tells the labels on solutions a PRM chose from the others."""
+    return (
+        (solution_id, record) for _label, solution_id, record in _label_records(session, label_filter)
+    )
+
+
+def _label_records(
+    session: Session, label_filter: ExportFilter
+) -> Iterator[tuple[int, int | None, dict[str, Any]]]:
+    """Every selected label's id, solution id and PRM800K dict, in import order."""
     query = label_filter.apply(
         select(*_LABEL_COLUMNS)
         .join(User.__table__, USERS.id == LABELS.labeler_id)
@@ -145,7 +162,7 @@ def solution_records(
             return
         steps = _steps_by_label(session, {label.id for label in labels})
         for label in labels:
-            yield label.solution_id, _record(label, steps.get(label.id, []))
+            yield label.id, label.solution_id, _record(label, steps.get(label.id, []))
         after = labels[-1].id
 
 
@@ -264,4 +281,98 @@ def write_export(
         summary.lines += 1
         summary.step_ratings += sum(len(s["completions"] or []) for s in record["label"]["steps"])
         summary.by_finish_reason[record["label"]["finish_reason"] or "unfinished"] += 1
+    return summary
+
+
+# One label per solution.
+
+
+@dataclass
+class ConsensusSummary:
+    """What a consensus export wrote, and the solutions it could not write."""
+
+    lines: int = 0
+    by_method: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    needs_adjudication: int = 0
+    """Solutions marked for adjudication and not adjudicated: left out."""
+    no_votes: int = 0
+    """Solutions whose counted labels all gave up, reported a bad problem or never finished."""
+
+    def describe(self) -> str:
+        methods = ", ".join(f"{n} {method}" for method, n in sorted(self.by_method.items()))
+        return (
+            f"{self.lines} lines" + (f" ({methods})" if methods else "")
+            + f"; left out: {self.needs_adjudication} awaiting adjudication, "
+            f"{self.no_votes} without a judging label"
+        )
+
+
+def consensus_records(
+    session: Session, label_filter: ExportFilter, summary: ConsensusSummary | None = None
+) -> Iterator[tuple[int | None, dict[str, Any]]]:
+    """The consensus export (``steplabel export --consensus``, the worker's consensus
+    labels): one PRM800K line per solution, with its solution id, by the rule of
+    app/consensus/. The vote is among the labels ``label_filter`` selects, regular ones only
+    (QC and screening answers never vote). Each line carries its provenance in the side
+    field ``steplabel_consensus``; PRM800K's own keys are as every export writes them.
+
+    A solution decided by two or more votes or by an adjudicator is one line built from the
+    final ratings (labeler ``CONSENSUS_LABELER``), written where its last counted label
+    would be; a solution with one judging label is that label's own line; phase-1 labels are
+    their own lines, not voted on. Solutions marked for adjudication and not adjudicated, and
+    those without a judging label, are left out and counted in ``summary``.
+    """
+    summary = summary if summary is not None else ConsensusSummary()
+    counted = consensus.counted_labels(session, label_filter.conditions())
+    by_solution = consensus.solution_votes(session, counted)
+    as_is: dict[int, tuple[consensus.SolutionVotes | None, consensus.CountedLabel]] = {}
+    built_at: dict[int, consensus.SolutionVotes] = {}
+    for label in counted:
+        if label.solution_id is None:
+            as_is[label.label_id] = (None, label)
+    for votes in by_solution.values():
+        if votes.phase1:
+            for label in votes.labels:
+                as_is[label.label_id] = (votes, label)
+            continue
+        decided = votes.consensus()
+        if decided.status == Status.NEEDS_ADJUDICATION:
+            summary.needs_adjudication += 1
+        elif decided.status == Status.NO_VOTES:
+            summary.no_votes += 1
+        elif decided.method == Method.SINGLE:
+            (voter,) = decided.voters
+            as_is[voter] = (votes, next(x for x in votes.labels if x.label_id == voter))
+        else:
+            built_at[max(label.label_id for label in votes.labels)] = votes
+    for label_id, solution_id, record in _label_records(session, label_filter):
+        line: dict[str, Any] | None = None
+        if label_id in as_is:
+            votes, label = as_is[label_id]
+            single = votes is not None and not votes.phase1
+            decided = (
+                votes.consensus()
+                if votes is not None and single
+                else consensus.Consensus(Status.DECIDED, Method.PHASE1, (), (label_id,))
+            )
+            line = {**record, consensus.PROVENANCE_KEY: consensus.provenance(votes, decided, label)}
+        elif label_id in built_at:
+            line = consensus.consensus_record(session, built_at[label_id])
+        if line is None:
+            continue
+        summary.lines += 1
+        summary.by_method[line[consensus.PROVENANCE_KEY]["method"]] += 1
+        yield solution_id, line
+
+
+def write_consensus_export(
+    session: Session, out: TextIO, label_filter: ExportFilter, progress: Progress | None = None
+) -> ConsensusSummary:
+    """Write ``consensus_records`` to ``out`` as JSONL."""
+    summary = ConsensusSummary()
+    for _solution_id, line in consensus_records(session, label_filter, summary):
+        if progress is not None:
+            progress.advance()
+        out.write(prm800k.dumps(line))
+        out.write("\n")
     return summary
