@@ -230,7 +230,9 @@ def _generation(labels: Iterable[CountedLabel]) -> int | None:
     return latest.generation
 
 
-def provenance(votes: SolutionVotes | None, decided: Consensus, label: CountedLabel | None = None) -> dict[str, Any]:
+def provenance(
+    votes: SolutionVotes | None, decided: Consensus, label: CountedLabel | None = None
+) -> dict[str, Any]:
     """What a consensus line says about where it came from."""
     adjudication = votes.adjudication if votes is not None else None
     labels = votes.labels if votes is not None else [label] if label is not None else []
@@ -286,7 +288,9 @@ def solution_consensus(session: Session, solution_id: int) -> AdjudicationView:
             adjudicated_at=None,
             source_label_id=None,
         )
-    decided = Consensus(Status.DECIDED, Method.PHASE1, (), ()) if votes.phase1 else votes.consensus()
+    decided = (
+        Consensus(Status.DECIDED, Method.PHASE1, (), ()) if votes.phase1 else votes.consensus()
+    )
     adjudication = votes.adjudication
     return AdjudicationView(
         status=decided.status.value,
@@ -320,7 +324,9 @@ def adjudicate(
     if source_label_id is not None:
         vote = next((v for v in votes.votes if v.label_id == source_label_id), None)
         if vote is None:
-            raise AdjudicationError(f"label {source_label_id} is not a counted label of this solution")
+            raise AdjudicationError(
+                f"label {source_label_id} is not a counted label of this solution"
+            )
         if not vote.judges:
             raise AdjudicationError(f"label {source_label_id} did not judge the solution's steps")
         path = consensus([vote], votes.step_count).ratings
@@ -340,4 +346,3 @@ def adjudicate(
     row.decided_at = utc_now()
     session.flush()
     return row
-

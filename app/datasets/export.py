@@ -139,7 +139,8 @@ def solution_records(
     """``iter_records`` with each label's solution id (None for a phase-1 label without one):
     the worker tells the labels on solutions a PRM chose from the others."""
     return (
-        (solution_id, record) for _label, solution_id, record in _label_records(session, label_filter)
+        (solution_id, record)
+        for _label, solution_id, record in _label_records(session, label_filter)
     )
 
 
@@ -301,7 +302,8 @@ class ConsensusSummary:
     def describe(self) -> str:
         methods = ", ".join(f"{n} {method}" for method, n in sorted(self.by_method.items()))
         return (
-            f"{self.lines} lines" + (f" ({methods})" if methods else "")
+            f"{self.lines} lines"
+            + (f" ({methods})" if methods else "")
             + f"; left out: {self.needs_adjudication} awaiting adjudication, "
             f"{self.no_votes} without a judging label"
         )
