@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, UploadFile
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 from starlette.background import BackgroundTask
@@ -38,6 +38,7 @@ from app.admin.agreement.views import (
 )
 from app.admin.overview import Overview, overview
 from app.auth import CurrentAdmin, check_csrf, current_admin
+from app.consensus import service as consensus_service
 from app.config import get_settings
 from app.datasets.examples import EXAMPLE_LINES
 from app.datasets.export import ExportFilter
@@ -202,8 +203,65 @@ Item = Annotated[disagreements.ItemRatings, Depends(existing_item)]
 
 
 @pages.get("/agreement/items/{solution_id}", response_class=HTMLResponse)
-def item_page(request: Request, item: Item) -> HTMLResponse:
-    return render(request, "admin/disagreement.html", {"section": "agreement", "item": item})
+def item_page(request: Request, session: DbSession, item: Item) -> HTMLResponse:
+    return _item_page(request, session, item)
+
+
+def _item_page(
+    request: Request, session: Session, item: disagreements.ItemRatings, error: str | None = None
+) -> HTMLResponse:
+    context = {
+        "section": "agreement",
+        "item": item,
+        "consensus": consensus_service.solution_consensus(session, item.solution_id),
+        "adjudication_error": error,
+    }
+    return render(request, "admin/disagreement.html", context, status_code=422 if error else 200)
+
+
+@pages.post("/agreement/items/{solution_id}/adjudication", response_class=HTMLResponse)
+async def adjudicate_item(
+    request: Request, session: DbSession, admin: CurrentAdmin, item: Item
+) -> Response:
+    """Store the solution's final ratings: one label's (``source_label_id``), or the
+    ``rating`` fields in step order (blank: not rated)."""
+    form = await request.form()
+    source = form.get("source_label_id")
+    try:
+        if isinstance(source, str) and source:
+            consensus_service.adjudicate(
+                session, item.solution_id, admin.id, source_label_id=_form_int(source)
+            )
+        else:
+            ratings = [value for value in form.getlist("rating") if isinstance(value, str)]
+            consensus_service.adjudicate(
+                session, item.solution_id, admin.id, ratings=_ratings(ratings)
+            )
+    except consensus_service.AdjudicationError as error:
+        return _item_page(request, session, item, str(error))
+    href = f"/admin/agreement/items/{item.solution_id}#consensus"
+    return RedirectResponse(href, status_code=303)
+
+
+def _form_int(value: str) -> int:
+    if not value.lstrip("-").isdigit() or abs(int(value)) > INTEGER_MAX:
+        raise consensus_service.AdjudicationError(f"{value[:20]!r} is not a label id")
+    return int(value)
+
+
+def _ratings(values: list[str]) -> list[int]:
+    """The ratings as sent, blanks at the end dropped (steps left unrated)."""
+    while values and not values[-1]:
+        values.pop()
+    if "" in values:
+        step = values.index("") + 1
+        raise consensus_service.AdjudicationError(f"step {step} has no rating")
+    return [_form_int(value) for value in values]
+
+
+@api.get("/agreement/items/{solution_id}/consensus")
+def item_consensus_api(session: DbSession, item: Item) -> consensus_service.AdjudicationView:
+    return consensus_service.solution_consensus(session, item.solution_id)
 
 
 @api.get("/agreement/items/{solution_id}")
