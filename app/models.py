@@ -77,6 +77,9 @@ class TaskStyle(enum.StrEnum):
 
 SCREENING_GENERATION = -1
 """PRM800K's generation for the initial screening questions new labelers answer first."""
+UNNUMBERED_GENERATION = -2
+"""A generation filter only, never stored: the labels without a generation (phase 1's, as
+in PRM800K), ``none`` in a URL."""
 
 
 class FinishReason(enum.StrEnum):

@@ -45,7 +45,7 @@ from app.datasets.export import ExportFilter
 from app.datasets.reading import describe
 from app.db import DbSession
 from app.inputs import INTEGER_MAX, DbId, GenerationNumber, PageNumber, Text
-from app.models import SCREENING_GENERATION, TrainingRun, User, utc_now
+from app.models import SCREENING_GENERATION, UNNUMBERED_GENERATION, TrainingRun, User, utc_now
 from app.project_settings import RUNTIME_KEYS, parse_runtime_value, runtime_settings, set_value
 from app.quality import review, scoring
 from app.quality.questions import mark_quality_control, unmark_quality_control
@@ -139,15 +139,39 @@ def _overview(session: Session) -> Overview:
 
 # Agreement
 
-Generation = Annotated[
-    GenerationNumber | None, Query(description="Only labels of this generation.")
-]
+def generation_filter(
+    generation: Annotated[
+        str | None,
+        Query(
+            max_length=12,
+            description="Only labels of this generation; `none`: labels without one (phase 1).",
+        ),
+    ] = None,
+) -> int | None:
+    """Dependency: the generation filter, UNNUMBERED_GENERATION for ``none``; 422 for
+    anything else that is not a generation."""
+    if generation is None or generation == "":
+        return None
+    if generation == "none":
+        return UNNUMBERED_GENERATION
+    try:
+        number = int(generation)
+    except ValueError:
+        number = None
+    if number is None or not SCREENING_GENERATION <= number <= INTEGER_MAX:
+        raise HTTPException(
+            422, f"generation must be a number from -1 to {INTEGER_MAX}, or none"
+        )
+    return number
+
+
+Generation = Annotated[int | None, Depends(generation_filter)]
 Page = Annotated[PageNumber, Query()]
 
 
 @pages.get("/agreement", response_class=HTMLResponse)
 def agreement_page(
-    request: Request, session: DbSession, generation: Generation = None
+    request: Request, session: DbSession, generation: Generation
 ) -> HTMLResponse:
     report = _agreement(session, generation)
     context = {
@@ -162,7 +186,7 @@ def agreement_page(
 
 
 @api.get("/agreement")
-def agreement_api(session: DbSession, generation: Generation = None) -> AgreementReport:
+def agreement_api(session: DbSession, generation: Generation) -> AgreementReport:
     return _agreement(session, generation)
 
 
@@ -174,7 +198,7 @@ def _agreement(session: Session, generation: int | None) -> AgreementReport:
 
 @pages.get("/agreement/items", response_class=HTMLResponse)
 def disagreed_items_page(
-    request: Request, session: DbSession, generation: Generation = None, page: Page = 1
+    request: Request, session: DbSession, generation: Generation, page: Page = 1
 ) -> HTMLResponse:
     context = {
         "section": "agreement",
@@ -186,7 +210,7 @@ def disagreed_items_page(
 
 @api.get("/agreement/items")
 def disagreed_items_api(
-    session: DbSession, generation: Generation = None, page: Page = 1
+    session: DbSession, generation: Generation, page: Page = 1
 ) -> disagreements.DisagreementPage:
     return disagreements.most_disagreed(session, generation, page)
 

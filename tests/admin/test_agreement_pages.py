@@ -282,3 +282,41 @@ def test_the_drill_down_pages_keep_the_generation_filter(
     ).text
     assert second.startswith('<div id="item-table">') and "Page 2 of 2" in second
     assert 'href="/admin/agreement/items?generation=2&amp;page=1" rel="prev"' in second
+
+
+def test_phase1_labels_are_generation_none_everywhere_agreement_shows_them(
+    app_client: TestClient, engine: Engine
+) -> None:
+    """A phase-1 task queued in generation 0 has labels without a generation (as PRM800K's
+    phase-1 lines): the pages say "none", filter on it, and count it per generation."""
+    with Session(engine) as session:
+        ann, ben = make_user(session, "ann"), make_user(session, "ben")
+        phase1 = make_solution(session, ["A.", "B."], generation=None)
+        phase1.style = "phase1"
+        phase2 = make_solution(session, ["C.", "D."], generation=0)
+        for labeler, ratings in ((ann, [1, 1]), (ben, [1, -1])):
+            assert make_rated_label(session, labeler, phase1, ratings).generation is None
+        for labeler, ratings in ((ann, [1, 1]), (ben, [-1])):
+            assert make_rated_label(session, labeler, phase2, ratings).generation == 0
+        phase1.generation = 0  # queued in generation 0, its labels without one
+        session.commit()
+        phase1_id = phase1.id
+    admin_client(app_client, engine)
+
+    item = app_client.get(f"{PAGES[1]}/{phase1_id}").text
+    assert "· Generation none" in item and "Generation 0" not in item
+    assert app_client.get(f"{APIS[1]}/{phase1_id}").json()["generation"] is None
+
+    listing = app_client.get(PAGES[1]).text
+    assert '<a href="/admin/agreement/items?generation=none">none</a>' in listing
+    assert row_cells(listing, f"item-{phase1_id}")[3] == "none"
+    only_none = app_client.get(APIS[1], params={"generation": "none"}).json()
+    assert [entry["solution_id"] for entry in only_none["items"]] == [phase1_id]
+
+    report = app_client.get(APIS[0]).json()
+    assert [row["generation"] for row in report["by_generation"]] == [0, None]
+    assert [row["solutions"] for row in report["by_generation"]] == [1, 1]
+    agreement = app_client.get(PAGES[0]).text
+    assert 'id="generation-none"' in agreement
+    assert app_client.get(APIS[0], params={"generation": "none"}).json()["overall"]["solutions"] == 1
+    assert app_client.get(APIS[0], params={"generation": "zero"}).status_code == 422

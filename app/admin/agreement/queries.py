@@ -21,6 +21,7 @@ from app.figures import by_labelers
 from app.models import (
     SCREENING_GENERATION,
     STEP_COMPLETIONS,
+    UNNUMBERED_GENERATION,
     FinishReason,
     GoldLabel,
     Label,
@@ -48,7 +49,9 @@ def regular_label_conditions(generation: int | None) -> list[ColumnElement[bool]
         Label.is_initial_screening.is_(False),
         ~exists().where(GoldLabel.solution_id == Label.solution_id),
     ]
-    if generation is not None:
+    if generation == UNNUMBERED_GENERATION:
+        conditions.append(Label.generation.is_(None))
+    elif generation is not None:
         conditions.append(Label.generation == generation)
     return conditions
 
@@ -171,14 +174,16 @@ def user_names(session: Session, user_ids: Sequence[int]) -> dict[int, str]:
 
 
 def label_generations(session: Session) -> list[int]:
-    """The generations labels belong to (screening aside), for the page's filter."""
+    """The generations labels belong to (screening aside), for the page's filter, and
+    UNNUMBERED_GENERATION last where some labels have none (phase 1's)."""
     # Read from ix_labels_generation_id alone; a generation of QC labels only would show
     # empty figures, which is what it has.
-    return list(
-        session.scalars(
-            select(Label.generation)
-            .distinct()
-            .where(Label.generation.is_not(None), Label.generation != SCREENING_GENERATION)
-            .order_by(Label.generation)
-        )
+    numbers = session.scalars(
+        select(Label.generation)
+        .distinct()
+        .where(Label.generation.is_distinct_from(SCREENING_GENERATION))
+        .order_by(Label.generation)
+    ).all()
+    return [number for number in numbers if number is not None] + (
+        [UNNUMBERED_GENERATION] if None in numbers else []
     )
