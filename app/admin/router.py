@@ -139,6 +139,7 @@ def _overview(session: Session) -> Overview:
 
 # Agreement
 
+
 def generation_filter(
     generation: Annotated[
         str | None,
@@ -159,9 +160,7 @@ def generation_filter(
     except ValueError:
         number = None
     if number is None or not SCREENING_GENERATION <= number <= INTEGER_MAX:
-        raise HTTPException(
-            422, f"generation must be a number from -1 to {INTEGER_MAX}, or none"
-        )
+        raise HTTPException(422, f"generation must be a number from -1 to {INTEGER_MAX}, or none")
     return number
 
 
@@ -170,9 +169,7 @@ Page = Annotated[PageNumber, Query()]
 
 
 @pages.get("/agreement", response_class=HTMLResponse)
-def agreement_page(
-    request: Request, session: DbSession, generation: Generation
-) -> HTMLResponse:
+def agreement_page(request: Request, session: DbSession, generation: Generation) -> HTMLResponse:
     report = _agreement(session, generation)
     context = {
         "section": "agreement",

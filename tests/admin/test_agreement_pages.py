@@ -318,5 +318,7 @@ def test_phase1_labels_are_generation_none_everywhere_agreement_shows_them(
     assert [row["solutions"] for row in report["by_generation"]] == [1, 1]
     agreement = app_client.get(PAGES[0]).text
     assert 'id="generation-none"' in agreement
-    assert app_client.get(APIS[0], params={"generation": "none"}).json()["overall"]["solutions"] == 1
+    assert (
+        app_client.get(APIS[0], params={"generation": "none"}).json()["overall"]["solutions"] == 1
+    )
     assert app_client.get(APIS[0], params={"generation": "zero"}).status_code == 422
