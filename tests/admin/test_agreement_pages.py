@@ -322,3 +322,34 @@ def test_phase1_labels_are_generation_none_everywhere_agreement_shows_them(
         app_client.get(APIS[0], params={"generation": "none"}).json()["overall"]["solutions"] == 1
     )
     assert app_client.get(APIS[0], params={"generation": "zero"}).status_code == 422
+
+
+def test_an_alternative_that_ends_the_solution_shows_its_answer_as_the_step_does(
+    app_client: TestClient, engine: Engine
+) -> None:
+    """The drill-down showed an alternative's (and a written step's) "# Answer" heading as
+    a raw paragraph, where the solution's own last step shows "Answer: 30"."""
+    ending = "So $x = 30$.\n\n# Answer\n\n30"
+    with Session(engine) as session:
+        solution = make_solution(
+            session, ["Let $x = 3 \\cdot 10$.", "So $x = 31$.\n\n# Answer\n\n31"]
+        )
+        ann = make_rated_label(
+            session, make_user(session, "ann"), solution, [1, -1], alternatives=[1]
+        )
+        make_rated_label(session, make_user(session, "ben"), solution, [1, 1])
+        alternative = next(c for c in ann.steps[1].completions if c.completion_index == 1)
+        alternative.text = ending
+        ann.steps[1].human_completion = {
+            "text": ending,
+            "rating": None,
+            "source": "human",
+            "flagged": False,
+        }
+        session.commit()
+        solution_id = solution.id
+    admin_client(app_client, engine)
+    page = html.unescape(app_client.get(f"{PAGES[1]}/{solution_id}").text)
+    assert "# Answer" not in page
+    assert page.count('<span class="step-answer-label">Answer:</span> $30$') == 2
+    assert '<span class="step-answer-label">Answer:</span> $31$' in page
