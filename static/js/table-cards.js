@@ -1,6 +1,6 @@
 // Admin tables on a phone: app.css stacks each row as a card below 40rem, and each cell
 // names its column (data-label, shown before it), so no column sits past the window's edge.
-// Without this script the tables scroll in their box, as before.
+// Without this script, and for a table marked data-no-cards, the table scrolls in its box.
 (function () {
   "use strict";
 
@@ -26,7 +26,8 @@
   }
 
   function label(root) {
-    root.querySelectorAll("main table").forEach(function (table) {
+    // A matrix (labelers by steps, labelers by labelers) reads across both ways: it scrolls.
+    root.querySelectorAll("main table:not([data-no-cards])").forEach(function (table) {
       var names = columnNames(table);
       if (!names.length) return;
       table.classList.add("cards");
