@@ -38,13 +38,13 @@ from app.admin.agreement.views import (
 )
 from app.admin.overview import Overview, overview
 from app.auth import CurrentAdmin, check_csrf, current_admin
-from app.consensus import service as consensus_service
 from app.config import get_settings
+from app.consensus import service as consensus_service
 from app.datasets.examples import EXAMPLE_LINES
 from app.datasets.export import ExportFilter
 from app.datasets.reading import describe
 from app.db import DbSession
-from app.inputs import INTEGER_MAX, DbId, GenerationNumber, PageNumber, Text
+from app.inputs import INTEGER_MAX, DbId, PageNumber, Text
 from app.models import SCREENING_GENERATION, UNNUMBERED_GENERATION, TrainingRun, User, utc_now
 from app.project_settings import RUNTIME_KEYS, parse_runtime_value, runtime_settings, set_value
 from app.quality import review, scoring

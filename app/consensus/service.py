@@ -13,8 +13,8 @@ from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from app import prm800k
-from app.admin.agreement.queries import regular_label_conditions
 from app.consensus.rule import Consensus, Method, Status, Vote, consensus, valid_path
+from app.figures import regular_label_conditions
 from app.models import (
     LABELS,
     PROBLEMS,

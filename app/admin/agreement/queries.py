@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import ColumnElement, String, Subquery, cast, exists, func, select
+from sqlalchemy import String, Subquery, cast, func, select
 from sqlalchemy.orm import Session
 
 from app.admin.agreement.metrics import (
@@ -17,13 +17,12 @@ from app.admin.agreement.metrics import (
     SharedLabels,
 )
 from app.admin.reliability import IntArray
-from app.figures import by_labelers
+from app.figures import regular_label_conditions
 from app.models import (
     SCREENING_GENERATION,
     STEP_COMPLETIONS,
     UNNUMBERED_GENERATION,
     FinishReason,
-    GoldLabel,
     Label,
     StepCompletion,
     User,
@@ -39,21 +38,6 @@ COUNTED_COLUMNS = (
 
 
 # Which labels count, in SQL.
-
-
-def regular_label_conditions(generation: int | None) -> list[ColumnElement[bool]]:
-    """Labels by labelers that are not QC or screening labels, nor labels of a QC solution."""
-    conditions = [
-        by_labelers(),
-        Label.is_quality_control.is_(False),
-        Label.is_initial_screening.is_(False),
-        ~exists().where(GoldLabel.solution_id == Label.solution_id),
-    ]
-    if generation == UNNUMBERED_GENERATION:
-        conditions.append(Label.generation.is_(None))
-    elif generation is not None:
-        conditions.append(Label.generation == generation)
-    return conditions
 
 
 def counted_labels(generation: int | None, solution_id: int | None = None) -> Subquery:

@@ -9,9 +9,9 @@ from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
 from app.admin.agreement.metrics import (
+    NO_GENERATION,
     AgreementSummary,
     AgreementWithOthers,
-    NO_GENERATION,
     LabelerName,
     PairAgreement,
     SharedLabels,
