@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from app import prm800k
 from app.consensus import service as consensus
-from app.consensus.rule import Method, Status
+from app.consensus.rule import Consensus, Method, Status
 from app.models import Label, LabelStep, Problem, Solution, StepCompletion, TaskStyle, User
 from app.progress import Progress
 
@@ -350,14 +350,13 @@ def consensus_records(
     for label_id, solution_id, record in _label_records(session, label_filter):
         line: dict[str, Any] | None = None
         if label_id in as_is:
-            votes, label = as_is[label_id]
-            single = votes is not None and not votes.phase1
+            owner, label = as_is[label_id]
             decided = (
-                votes.consensus()
-                if votes is not None and single
-                else consensus.Consensus(Status.DECIDED, Method.PHASE1, (), (label_id,))
+                owner.consensus()
+                if owner is not None and not owner.phase1
+                else Consensus(Status.DECIDED, Method.PHASE1, (), (label_id,))
             )
-            line = {**record, consensus.PROVENANCE_KEY: consensus.provenance(votes, decided, label)}
+            line = {**record, consensus.PROVENANCE_KEY: consensus.provenance(owner, decided, label)}
         elif label_id in built_at:
             line = consensus.consensus_record(session, built_at[label_id])
         if line is None:

@@ -174,9 +174,9 @@ def _by_generation(
     pairs = label_pairs(shared, by_generation=True)
     pair_generation = shared.generation[pairs.first]
     answered = {number for number in qc_by_generation if number is not None}
-    numbers: list[int | None] = sorted(
-        (set(shared.generations()) | answered) - {SCREENING_GENERATION}
-    )
+    numbers: list[int | None] = [
+        *sorted((set(shared.generations()) | answered) - {SCREENING_GENERATION})
+    ]
     if (shared.generation == NO_GENERATION).any() or None in qc_by_generation:
         numbers.append(None)  # phase 1's labels, last
     return [
