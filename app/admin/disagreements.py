@@ -29,6 +29,7 @@ from app.admin.agreement.metrics import (
 )
 from app.admin.agreement.queries import counted_labels, load_shared_labels, user_names
 from app.admin.reliability import FloatArray, IntArray
+from app.consensus.service import final_labels
 from app.models import Label, LabelStep, Problem, Solution, User
 
 ITEMS_PER_PAGE = 25
@@ -90,6 +91,9 @@ class DisagreedItem(BaseModel):
     shared_steps: int
     disagreeing_steps: int
     labels: list[LabelerVerdict]
+    final_label: str
+    """How its one label per solution stands (app/consensus/): "needs adjudication",
+    "adjudicated", "majority", ..."""
 
 
 class DisagreementPage(BaseModel):
@@ -136,6 +140,7 @@ def _items(
     on_page = np.isin(shared.solution, listed)
     names = user_names(session, sorted({int(user) for user in shared.labeler[on_page]}))
     verdicts = _verdicts(shared, on_page, names)
+    finals = final_labels(session, listed)
     return [
         DisagreedItem(
             rank=position + 1,
@@ -147,6 +152,7 @@ def _items(
             shared_steps=int(scores.shared_steps[position]),
             disagreeing_steps=int(scores.disagreeing_steps[position]),
             labels=sorted(verdicts[solution_id], key=lambda verdict: verdict.labeler.name),
+            final_label=finals.get(solution_id, "no judging label"),
         )
         for position, solution_id in zip(positions, listed, strict=True)
     ]

@@ -271,6 +271,26 @@ class AdjudicationView(BaseModel):
     source_label_id: int | None
 
 
+def final_labels(session: Session, solution_ids: Sequence[int]) -> dict[int, str]:
+    """Per solution, its final label in a word or two: "needs adjudication", "adjudicated",
+    "majority", "unanimous", "single", "phase 1" or "no judging label"."""
+    if not solution_ids:
+        return {}
+    labels = counted_labels(session, [LABELS.c.solution_id.in_(solution_ids)])
+    words = {}
+    for solution_id, votes in solution_votes(session, labels).items():
+        decided = votes.consensus()
+        if votes.phase1:
+            words[solution_id] = "phase 1"
+        elif decided.status == Status.DECIDED and decided.method is not None:
+            words[solution_id] = decided.method.value
+        else:
+            words[solution_id] = decided.status.value.replace("_", " ").replace(
+                "no votes", "no judging label"
+            )
+    return words
+
+
 def solution_consensus(session: Session, solution_id: int) -> AdjudicationView:
     """The consensus of one solution, with who adjudicated it and when."""
     labels = counted_labels(session, solution_id=solution_id)

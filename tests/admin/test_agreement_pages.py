@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from app.models import Role
 from app.templating import decimal, number, percent
 from tests.admin.projects import (
     LABELERS,
@@ -353,3 +354,41 @@ def test_an_alternative_that_ends_the_solution_shows_its_answer_as_the_step_does
     assert "# Answer" not in page
     assert page.count('<span class="step-answer-label">Answer:</span> $30$') == 2
     assert '<span class="step-answer-label">Answer:</span> $31$' in page
+
+
+def test_a_tie_is_listed_as_needing_adjudication_until_an_admin_decides(
+    app_client: TestClient, engine: Engine
+) -> None:
+    with Session(engine) as session:
+        solution = make_solution(session, ["A.", "B.", "C."])
+        make_rated_label(session, make_user(session, "ann"), solution, [1, -1])
+        make_rated_label(session, make_user(session, "ben"), solution, [1, 1, 1])
+        session.commit()
+        solution_id = solution.id
+    add_user(engine, "lee")
+    token = log_in(app_client, "lee")
+    adjudication = f"{PAGES[1]}/{solution_id}/adjudication"
+    refused = app_client.post(adjudication, data={"rating": ["1", "1", "1"], "csrf_token": token})
+    assert refused.status_code == 403
+    add_user(engine, "root", role=Role.ADMIN)
+    token = log_in(app_client, "root")
+
+    listing = app_client.get(PAGES[1]).text
+    assert row_cells(listing, f"item-{solution_id}")[-1] == "needs adjudication"
+    assert f'href="/admin/agreement/items/{solution_id}#consensus"' in listing
+    assert app_client.get(APIS[1]).json()["items"][0]["final_label"] == "needs adjudication"
+
+    bad = app_client.post(adjudication, data={"rating": ["1", "", "1"], "csrf_token": token})
+    assert bad.status_code == 422 and "step 2 has no rating" in bad.text
+    done = app_client.post(
+        adjudication, data={"rating": ["1", "1", "-1"], "csrf_token": token}, follow_redirects=False
+    )
+    assert done.status_code == 303
+    assert done.headers["location"] == f"/admin/agreement/items/{solution_id}#consensus"
+    assert row_cells(app_client.get(PAGES[1]).text, f"item-{solution_id}")[-1] == "adjudicated"
+    final = app_client.get(f"{APIS[1]}/{solution_id}/consensus").json()
+    assert (final["method"], final["ratings"], final["adjudicated_by"]) == (
+        "adjudicated",
+        [1, 1, -1],
+        "root",
+    )
