@@ -7,6 +7,7 @@ without JavaScript they get the whole page with the same result.
 """
 
 import io
+import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -265,8 +266,9 @@ async def adjudicate_item(
 
 
 def _form_int(value: str) -> int:
-    if not value.lstrip("-").isdigit() or abs(int(value)) > INTEGER_MAX:
-        raise consensus_service.AdjudicationError(f"{value[:20]!r} is not a label id")
+    """A form's whole number, -1 up to a row id; AdjudicationError (422) for anything else."""
+    if re.fullmatch(r"-?[0-9]{1,10}", value) is None or not -1 <= int(value) <= INTEGER_MAX:
+        raise consensus_service.AdjudicationError(f"{value[:20]!r} is not a rating or label id")
     return int(value)
 
 

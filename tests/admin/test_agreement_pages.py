@@ -380,6 +380,9 @@ def test_a_tie_is_listed_as_needing_adjudication_until_an_admin_decides(
 
     bad = app_client.post(adjudication, data={"rating": ["1", "", "1"], "csrf_token": token})
     assert bad.status_code == 422 and "step 2 has no rating" in bad.text
+    for odd in ({"rating": ["²"]}, {"source_label_id": "٣"}, {"source_label_id": "99999999999"}):
+        answer = app_client.post(adjudication, data={**odd, "csrf_token": token})
+        assert answer.status_code == 422 and "is not a rating or label id" in answer.text
     done = app_client.post(
         adjudication, data={"rating": ["1", "1", "-1"], "csrf_token": token}, follow_redirects=False
     )
