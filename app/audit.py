@@ -53,6 +53,7 @@ ACTIONS = {
     "prm.train": "requested a training run",
     "token.create": "created an API token",
     "token.revoke": "revoked an API token",
+    "consensus.adjudicate": "adjudicated a solution's final label",
 }
 """The actions recorded today, with what the admin page calls them."""
 

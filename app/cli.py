@@ -207,16 +207,27 @@ def export(
         bool,
         typer.Option("--include-screening/--exclude-screening", help="Screening labels."),
     ] = True,
+    consensus: Annotated[
+        bool,
+        typer.Option(
+            "--consensus",
+            help="One PRM800K line per solution: its labelers' consensus or its adjudication, "
+            "with its provenance in the side field steplabel_consensus (README).",
+        ),
+    ] = False,
 ) -> None:
-    """Write labels as PRM800K JSONL (one line per label) or TRL stepwise rows, the
-    give-up and bad-problem notes of the labels (--format notes), or the audit log of the
-    admins' changes (--format audit, one JSON line per entry, oldest first)."""
+    """Write labels as PRM800K JSONL (one line per label, or per solution with --consensus)
+    or TRL stepwise rows, the give-up and bad-problem notes of the labels (--format notes),
+    or the audit log of the admins' changes (--format audit, one JSON line per entry, oldest
+    first)."""
     from app.datasets.bulk import paused_gc
     from app.datasets.export import ExportError, ExportFilter, count_labels, unknown_labelers
     from app.db import transaction
 
     if export_format not in FORMATS:
         _fail(f"--format must be one of {', '.join(FORMATS)}, not {export_format!r}", 2)
+    if consensus and export_format != "prm800k":
+        _fail("--consensus writes PRM800K lines: leave --format out (or --format prm800k)", 2)
     label_filter = ExportFilter(
         generations=generation or (),
         since=since,
@@ -239,12 +250,14 @@ def export(
                 "exporting",
                 "labels",
                 lambda: count_labels(session, label_filter),
+                # A consensus export writes fewer lines than the labels it counts.
                 quiet=(output == "-" and sys.stdout.isatty())
-                or export_format in (NOTES_FORMAT, AUDIT_FORMAT),
+                or export_format in (NOTES_FORMAT, AUDIT_FORMAT)
+                or consensus,
             ) as bar,
             paused_gc(),
         ):
-            written = _write(session, stream, label_filter, export_format, bar)
+            written = _write(session, stream, label_filter, export_format, bar, consensus)
     except ExportError as error:
         _fail(f"{error}; the export stopped there")
     except OSError as error:  # no such folder, a folder given as the file, a full disk
@@ -259,11 +272,15 @@ def _write(
     label_filter: "ExportFilter",
     export_format: str,
     bar: TerminalProgress | None,
+    consensus: bool = False,
 ) -> str:
     """Write the export in ``export_format``; returns what it wrote, in words."""
     from app.admin.notes import write_notes
     from app.audit import AuditFilter, write_audit
-    from app.datasets.export import write_export
+    from app.datasets.export import write_consensus_export, write_export
+
+    if consensus:
+        return write_consensus_export(session, stream, label_filter).describe()
 
     # PRM800K has no field for a note: notes go to a file of their own.
     if export_format == NOTES_FORMAT:

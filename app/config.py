@@ -94,6 +94,10 @@ class Settings(BaseSettings):
 
     train_include_quality_control: bool = False
     train_include_screening: bool = False
+    train_labels: Literal["all", "consensus"] = "all"
+    """``all``: every label is an example; ``consensus``: one label per solution, as
+    ``steplabel export --consensus`` writes it (app/consensus/; QC and screening answers,
+    which never vote, are left out whatever the two settings above say)."""
 
     # Training arguments (worker/model.py TrainingArgs); unset: the default for the base
     # model and the mode. Every run stores the arguments it used.

@@ -2,17 +2,34 @@
 
 - ``by_labelers``: labels made by labelers, not admins: labeler statistics leave out an
   admin's labels (gold labels, trying the queue), which are not labeling work.
+- ``regular_label_conditions``: the labels agreement and consensus count (labeling work,
+  not QC or screening answers, not labels of a QC solution);
 - ``share``: a part of a whole, or None where the whole is empty (never a made-up 0).
 """
 
-from sqlalchemy import ColumnElement, select
+from sqlalchemy import ColumnElement, exists, select
 
-from app.models import Label, Role, User
+from app.models import UNNUMBERED_GENERATION, GoldLabel, Label, Role, User
 
 
 def by_labelers() -> ColumnElement[bool]:
     """True for a label (of ``Label``, not an alias) whose author is not an admin."""
     return Label.labeler_id.not_in(select(User.id).where(User.role == Role.ADMIN.value))
+
+
+def regular_label_conditions(generation: int | None) -> list[ColumnElement[bool]]:
+    """Labels by labelers that are not QC or screening labels, nor labels of a QC solution."""
+    conditions = [
+        by_labelers(),
+        Label.is_quality_control.is_(False),
+        Label.is_initial_screening.is_(False),
+        ~exists().where(GoldLabel.solution_id == Label.solution_id),
+    ]
+    if generation == UNNUMBERED_GENERATION:
+        conditions.append(Label.generation.is_(None))
+    elif generation is not None:
+        conditions.append(Label.generation == generation)
+    return conditions
 
 
 def share(part: int, whole: int) -> float | None:

@@ -78,6 +78,9 @@ class TaskStyle(enum.StrEnum):
 
 SCREENING_GENERATION = -1
 """PRM800K's generation for the initial screening questions new labelers answer first."""
+UNNUMBERED_GENERATION = -2
+"""A generation filter only, never stored: the labels without a generation (phase 1's, as
+in PRM800K), ``none`` in a URL."""
 
 
 class FinishReason(enum.StrEnum):
@@ -473,6 +476,25 @@ class GenerationQualityControl(Base):
     added_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
 
 
+class Adjudication(Base):
+    """An adjudicator's final ratings of a solution's steps, which win over the labelers'
+    consensus (app/consensus/); one per solution, replaced by a later decision."""
+
+    __tablename__ = "adjudications"
+
+    solution_id: Mapped[int] = mapped_column(
+        ForeignKey("solutions.id", ondelete="CASCADE"), primary_key=True
+    )
+    ratings: Mapped[list[int]] = mapped_column(JSON)
+    """Per step from the first, up to and including the first -1."""
+    source_label_id: Mapped[int | None] = mapped_column(
+        ForeignKey("labels.id", ondelete="SET NULL")
+    )
+    """The label whose ratings were taken; null when the adjudicator edited them."""
+    adjudicator_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    decided_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
+
+
 class ProjectSetting(Base):
     """A project-wide value admins change at run time (guidelines, QC rate, ...)."""
 
@@ -529,3 +551,4 @@ GENERATION_QUALITY_CONTROL: Table = GenerationQualityControl.__table__  # type: 
 PROJECT_SETTINGS: Table = ProjectSetting.__table__  # type: ignore[assignment]
 LOGIN_THROTTLES: Table = LoginThrottle.__table__  # type: ignore[assignment]
 API_TOKENS: Table = ApiToken.__table__  # type: ignore[assignment]
+ADJUDICATIONS: Table = Adjudication.__table__  # type: ignore[assignment]

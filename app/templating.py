@@ -14,6 +14,7 @@ from markupsafe import Markup, escape
 from app.answers import split_answer_section
 from app.auth import csrf_token
 from app.config import get_settings
+from app.models import UNNUMBERED_GENERATION
 
 _ASY_BLOCK = re.compile(r"\[asy\](.*?)\[/asy\]", re.DOTALL)
 # CommonMark without raw HTML: admins' markdown cannot inject markup or scripts.
@@ -124,6 +125,7 @@ def make_templates(directory: Path) -> Jinja2Templates:
     # How long a task taken from the queue stays with its labeler, admins included.
     environment.globals["lease_minutes"] = lambda: get_settings().lease_minutes
     environment.globals["csrf_token"] = csrf_token
+    environment.globals["unnumbered_generation"] = UNNUMBERED_GENERATION
     return Jinja2Templates(env=environment)
 
 

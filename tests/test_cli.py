@@ -269,3 +269,35 @@ def test_an_infinite_score_stored_before_imports_refused_it_stops_the_export(
     assert result.exit_code == 1
     assert "holds a NaN or infinite score, which JSON cannot write" in result.stderr
     assert "Infinity" not in result.stdout
+
+
+def test_export_consensus_writes_one_line_per_solution(tmp_path: Path, engine: Engine) -> None:
+    question = factories.phase2_question()
+    steps = [
+        factories.step(factories.completion("Add.")),
+        factories.step(factories.completion("$2+3=5$.\n\n# Answer\n\n5")),
+    ]
+    source = tmp_path / "labels.jsonl"
+    source.write_text(
+        factories.line(factories.record(question, steps))
+        + factories.line(
+            factories.record(
+                question, steps, labeler=factories.LABELER_B, timestamp="2022-11-23T10:00:00"
+            )
+        )
+    )
+    assert runner.invoke(cli, ["import", "prm800k", str(source)]).exit_code == 0
+
+    exported = runner.invoke(cli, ["export", "--consensus", "-o", "-"])
+    assert exported.exit_code == 0, exported.output
+    (line,) = [json.loads(text) for text in exported.stdout.splitlines()]
+    assert line["steplabel_consensus"]["method"] == "unanimous"
+    assert [entry["labeler"] for entry in line["steplabel_consensus"]["labels"]] == [
+        factories.LABELER_A,
+        factories.LABELER_B,
+    ]
+    assert line["timestamp"] == "2022-11-23T10:00:00"
+    assert "wrote 1 lines (1 unanimous); left out: 0 awaiting adjudication" in exported.stderr
+
+    trl = runner.invoke(cli, ["export", "--consensus", "--format", "trl", "-o", "-"])
+    assert trl.exit_code == 2 and "--consensus writes PRM800K lines" in trl.stderr

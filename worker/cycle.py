@@ -48,7 +48,7 @@ from worker.checkpoint import directory_bytes, load_checkpoint, remove_checkpoin
 from worker.control import Picks, with_control
 from worker.data import training_labels
 from worker.distributed import SINGLE, RankFailed, Ranks
-from worker.eval_sets import file_sets, with_answer_groups
+from worker.eval_sets import file_sets, processbench_missing, with_answer_groups
 from worker.features import FeatureCache, cache_for
 from worker.model import PRM, TrainingArgs, training_args_for
 from worker.pretrained import resolve_base_model
@@ -286,6 +286,9 @@ class Cycle:
             sets, more = sets.without(theirs.problems, "a problem the current PRM trained on")
             ours += more
         self.metrics["evaluation_left_out"] = left_out + ours
+        missing = processbench_missing(self.settings.eval_dir)
+        if missing is not None:
+            self.metrics["evaluation_missing"] = {"processbench": missing}
         grouped = dataclasses.replace(
             sets,
             best_of_n=with_answer_groups(sets.best_of_n, answer_groups),

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.content_keys import normalized_problem
-from app.datasets.export import ExportFilter, solution_records
+from app.datasets.export import ExportFilter, consensus_records, solution_records
 from app.models import FinishReason
 from worker import repository
 from worker.split import LabelExamples
@@ -76,14 +76,20 @@ def _taken(step: dict[str, Any]) -> int | None:
 
 
 def training_labels(session: Session, settings: Settings) -> list[LabelExamples]:
-    """Every judged label's training examples, and whether a PRM chose its solution."""
+    """Every judged label's training examples (or, with ``train_labels=consensus``, every
+    solution's consensus label's), and whether a PRM chose its solution."""
     label_filter = ExportFilter(
         include_quality_control=settings.train_include_quality_control,
         include_screening=settings.train_include_screening,
     )
     chosen = set(session.scalars(repository.chosen_by_prm()))
+    records = (
+        consensus_records(session, label_filter)
+        if settings.train_labels == "consensus"
+        else solution_records(session, label_filter)
+    )
     labels = []
-    for solution_id, record in solution_records(session, label_filter):
+    for solution_id, record in records:
         if record["label"]["finish_reason"] in LEFT_OUT:
             continue
         problem = record["question"]["problem"]

@@ -164,6 +164,15 @@ def file_sets(
     )
 
 
+def processbench_missing(directory: Path | None) -> str | None:
+    """Why a run has no ProcessBench figures, naming the setting; None when it has files."""
+    if directory is None:
+        return "not computed: STEPLABEL_EVAL_DIR is not set (the folder of processbench_*.jsonl)"
+    if not any((directory / f"processbench_{s}.jsonl").is_file() for s in PROCESSBENCH_SUBSETS):
+        return f"not computed: no processbench_*.jsonl in {directory} (STEPLABEL_EVAL_DIR)"
+    return None
+
+
 def paragraphs(text: str) -> list[str]:
     """A response's steps: its paragraphs (a display formula stays in its paragraph)."""
     return [p.strip() for p in _PARAGRAPH_BREAK.split(text) if p.strip()]

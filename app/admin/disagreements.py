@@ -20,6 +20,7 @@ from app.admin.agreement.metrics import (
     FINISH_REASONS,
     NO_ERROR,
     NO_FINISH_REASON,
+    NO_GENERATION,
     STEP_RATINGS,
     BoolArray,
     LabelerName,
@@ -28,6 +29,7 @@ from app.admin.agreement.metrics import (
 )
 from app.admin.agreement.queries import counted_labels, load_shared_labels, user_names
 from app.admin.reliability import FloatArray, IntArray
+from app.consensus.service import final_labels
 from app.models import Label, LabelStep, Problem, Solution, User
 
 ITEMS_PER_PAGE = 25
@@ -84,11 +86,14 @@ class DisagreedItem(BaseModel):
     problem_id: int
     problem: str
     generation: int | None
-    """The solution's generation."""
+    """The generation of its labels: None for phase 1's, which have none."""
     score: float
     shared_steps: int
     disagreeing_steps: int
     labels: list[LabelerVerdict]
+    final_label: str
+    """How its one label per solution stands (app/consensus/): "needs adjudication",
+    "adjudicated", "majority", ..."""
 
 
 class DisagreementPage(BaseModel):
@@ -135,20 +140,29 @@ def _items(
     on_page = np.isin(shared.solution, listed)
     names = user_names(session, sorted({int(user) for user in shared.labeler[on_page]}))
     verdicts = _verdicts(shared, on_page, names)
+    finals = final_labels(session, listed)
     return [
         DisagreedItem(
             rank=position + 1,
             solution_id=solution_id,
             problem_id=solutions[solution_id].problem_id,
             problem=solutions[solution_id].text,
-            generation=solutions[solution_id].generation,
+            generation=_labels_generation(shared.generation[shared.solution == solution_id]),
             score=float(scores.score[position]),
             shared_steps=int(scores.shared_steps[position]),
             disagreeing_steps=int(scores.disagreeing_steps[position]),
             labels=sorted(verdicts[solution_id], key=lambda verdict: verdict.labeler.name),
+            final_label=finals.get(solution_id, "no judging label"),
         )
         for position, solution_id in zip(positions, listed, strict=True)
     ]
+
+
+def _labels_generation(generations: IntArray) -> int | None:
+    """The generation a solution's labels were made in (the latest where they differ);
+    None where they have none, as phase-1 labels do, whatever generation queued it."""
+    numbered = generations[generations != NO_GENERATION]
+    return int(numbered.max()) if len(numbered) else None
 
 
 def _verdicts(
@@ -208,6 +222,7 @@ class ItemRatings(BaseModel):
     problem: str
     ground_truth_answer: str | None
     generation: int | None
+    """The generation of its labels (None for phase 1's), or the solution's without labels."""
     steps: list[str]
     answer: str | None
     labels: list[LabelRatings]
@@ -230,14 +245,17 @@ def item_ratings(session: Session, solution_id: int) -> ItemRatings | None:
         .where(Label.id.in_(select(counted_labels(None, solution_id).c.id)))
         .options(selectinload(Label.steps).selectinload(LabelStep.completions))
         .order_by(User.name, Label.id)
-    )
+    ).all()
     labels = [_label_ratings(label, name, len(steps)) for label, name in rows]
+    generations = [label.generation for label, _ in rows]
+    numbered = [number for number in generations if number is not None]
+    generation = max(numbered) if numbered else None if generations else solution.generation
     return ItemRatings(
         solution_id=solution.id,
         problem_id=solution.problem_id,
         problem=solution.problem.text,
         ground_truth_answer=solution.problem.ground_truth_answer,
-        generation=solution.generation,
+        generation=generation,
         steps=steps,
         answer=solution.answer,
         labels=labels,

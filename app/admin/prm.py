@@ -205,6 +205,20 @@ def summarize(run: TrainingRun) -> RunSummary:
     return _summary(run, read_metrics(run.metrics))
 
 
+PROCESSBENCH_NOT_COMPUTED = (
+    "not computed: the worker found no processbench_*.jsonl (STEPLABEL_EVAL_DIR)"
+)
+"""Why an evaluated run has no ProcessBench figure, where it did not record the reason."""
+
+
+def _not_computed(metrics: RunMetrics) -> Estimate | None:
+    """No ProcessBench figure, and why, for a run that was evaluated; None for one that was
+    not (skipped, failed or still running)."""
+    if metrics.evaluation is None:
+        return None
+    return Estimate(None, status=metrics.missing.get("processbench", PROCESSBENCH_NOT_COMPUTED))
+
+
 def _summary(run: TrainingRun, metrics: RunMetrics) -> RunSummary:
     end = run.finished_at or run.heartbeat_at
     evaluation = metrics.evaluation
@@ -222,7 +236,7 @@ def _summary(run: TrainingRun, metrics: RunMetrics) -> RunSummary:
         labels_used=run.labels_used if run.labels_used is not None else metrics.labels,
         mode=mode if isinstance(mode, str) else None,
         step_auroc=evaluation.step_auroc if evaluation else None,
-        processbench_f1=processbench.f1 if processbench else None,
+        processbench_f1=processbench.f1 if processbench else _not_computed(metrics),
         best_of_n=metrics.best_of_n,
         gate=metrics.gate,
         split=metrics.split,

@@ -176,6 +176,8 @@ class RunMetrics:
     """What the evaluation sets left out, and why; None for a run that did not say."""
     skipped: str | None = None
     """Why the run stopped before training (too few labels)."""
+    missing: dict[str, str] = field(default_factory=dict)
+    """Per evaluation set the run had no files for, why (naming the setting)."""
     training_args: dict[str, Any] = field(default_factory=dict)
     """Every training argument, as the run recorded it (plain values only)."""
     train: dict[str, Any] = field(default_factory=dict)
@@ -219,6 +221,11 @@ def read_metrics(data: Any) -> RunMetrics:
         split=_split(data.get("split")),
         left_out=_left_out(data.get("evaluation_left_out")),
         skipped=_text(data.get("skipped")),
+        missing={
+            name: reason
+            for name, reason in _mapping(data.get("evaluation_missing")).items()
+            if isinstance(reason, str)
+        },
         training_args=_plain_values(data.get("training_args")),
         train=_plain_values(train),
         epoch_losses=_numbers(train.get("epoch_losses")),

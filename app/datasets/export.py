@@ -5,15 +5,17 @@ the dataset grows. Imported labels and labels made in the app go through the sam
 """
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from sqlalchemy import Engine, Select, func, or_, select
+from sqlalchemy import ColumnElement, Engine, Select, func, or_, select
 from sqlalchemy.orm import Session
 
 from app import prm800k
+from app.consensus import service as consensus
+from app.consensus.rule import Consensus, Method, Status
 from app.datasets.cursor import PullWindow
 from app.db import transaction
 from app.models import Label, LabelStep, Problem, Solution, StepCompletion, TaskStyle, User
@@ -49,25 +51,31 @@ class ExportFilter:
     window: PullWindow | None = None
     """An API pull's window of positions (app/datasets/cursor.py)."""
     consensus: bool = False
-    """One consensus label per solution in place of each labeler's (``consensus_chunk``)."""
+    """One line per solution, its consensus (``consensus_records``), in place of each label."""
 
     def apply(self, query: AnySelect) -> AnySelect:
+        """``query`` (of labels joined with their users) limited to the selected labels."""
+        return query.where(*self.conditions())
+
+    def conditions(self) -> list[ColumnElement[bool]]:
+        """The filter as conditions on the labels and users tables."""
+        conditions: list[ColumnElement[bool]] = []
         if self.window is not None:
-            query = query.where(self.window.condition())
+            conditions.append(self.window.condition())
         if self.generations:
-            query = query.where(LABELS.generation.in_(self.generations))
+            conditions.append(LABELS.generation.in_(self.generations))
         if self.since is not None:
             since = self.since
             if since.tzinfo is not None:
                 since = since.astimezone(UTC).replace(tzinfo=None)
-            query = query.where(LABELS.timestamp >= since)
+            conditions.append(LABELS.timestamp >= since)
         if self.labelers:
-            query = query.where(or_(USERS.uuid.in_(self.labelers), USERS.name.in_(self.labelers)))
+            conditions.append(or_(USERS.uuid.in_(self.labelers), USERS.name.in_(self.labelers)))
         if not self.include_quality_control:
-            query = query.where(LABELS.is_quality_control.is_(False))
+            conditions.append(LABELS.is_quality_control.is_(False))
         if not self.include_screening:
-            query = query.where(LABELS.is_initial_screening.is_(False))
-        return query
+            conditions.append(LABELS.is_initial_screening.is_(False))
+        return conditions
 
 
 def unknown_labelers(session: Session, labelers: Sequence[str]) -> list[str]:
@@ -86,26 +94,6 @@ def unknown_labelers(session: Session, labelers: Sequence[str]) -> list[str]:
 
 class ExportError(ValueError):
     """A stored label cannot be written as JSON."""
-
-
-CONSENSUS_UNAVAILABLE = "consensus labels are not available in this version"
-
-
-class ConsensusUnavailable(ValueError):
-    """Consensus labels were asked for, and this version has none."""
-
-    def __init__(self) -> None:
-        super().__init__(CONSENSUS_UNAVAILABLE)
-
-
-def consensus_chunk(session: Session, label_filter: ExportFilter, after: int) -> list[Chunked]:
-    """The one place an export of consensus labels (``consensus=True``) reads from: the next
-    CHUNK_SIZE consensus records after position ``after``, as ``_label_chunk`` gives labels.
-
-    Consensus labels are another issue's work (issue 41); until they land, asking for them
-    is refused here, before anything is written.
-    """
-    raise ConsensusUnavailable
 
 
 @dataclass
@@ -161,37 +149,37 @@ def solution_records(
 ) -> Iterator[tuple[int | None, dict[str, Any]]]:
     """``iter_records`` with each label's solution id (None for a phase-1 label without one):
     the worker tells the labels on solutions a PRM chose from the others."""
-    read_chunk = _chunk_reader(label_filter)
+    return (
+        (solution_id, record)
+        for _label, solution_id, record in _label_records(session, label_filter)
+    )
+
+
+def _label_records(
+    session: Session, label_filter: ExportFilter
+) -> Iterator[tuple[int, int | None, dict[str, Any]]]:
+    """Every selected label's id, solution id and PRM800K dict, in import order."""
     after = 0
     while True:
-        labels = read_chunk(session, label_filter, after)
+        labels = _label_chunk(session, label_filter, after)
         if not labels:
             return
-        for _label_id, solution_id, record in labels:
-            yield solution_id, record
+        yield from labels
         after = labels[-1][0]
-
-
-def _chunk_reader(
-    label_filter: ExportFilter,
-) -> Callable[[Session, ExportFilter, int], list[Chunked]]:
-    return consensus_chunk if label_filter.consensus else _label_chunk
-
-
-def _label_query(label_filter: ExportFilter) -> AnySelect:
-    return label_filter.apply(
-        select(*_LABEL_COLUMNS)
-        .join(User.__table__, USERS.id == LABELS.labeler_id)
-        .join(Problem.__table__, PROBLEMS.id == LABELS.problem_id)
-        .outerjoin(Solution.__table__, SOLUTIONS.id == LABELS.solution_id)
-        .order_by(LABELS.id)
-        .limit(CHUNK_SIZE)
-    )
 
 
 def _label_chunk(session: Session, label_filter: ExportFilter, after: int) -> list[Chunked]:
     """The next CHUNK_SIZE selected labels after label ``after``: (id, solution id, record)."""
-    labels = session.execute(_label_query(label_filter).where(LABELS.id > after)).all()
+    query = label_filter.apply(
+        select(*_LABEL_COLUMNS)
+        .join(User.__table__, USERS.id == LABELS.labeler_id)
+        .join(Problem.__table__, PROBLEMS.id == LABELS.problem_id)
+        .outerjoin(Solution.__table__, SOLUTIONS.id == LABELS.solution_id)
+        .where(LABELS.id > after)
+        .order_by(LABELS.id)
+        .limit(CHUNK_SIZE)
+    )
+    labels = session.execute(query).all()
     if not labels:
         return []
     steps = _steps_by_label(session, {label.id for label in labels})
@@ -310,6 +298,100 @@ def write_export(
     return summary
 
 
+# One label per solution.
+
+
+@dataclass
+class ConsensusSummary:
+    """What a consensus export wrote, and the solutions it could not write."""
+
+    lines: int = 0
+    by_method: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    needs_adjudication: int = 0
+    """Solutions marked for adjudication and not adjudicated: left out."""
+    no_votes: int = 0
+    """Solutions whose counted labels all gave up, reported a bad problem or never finished."""
+
+    def describe(self) -> str:
+        methods = ", ".join(f"{n} {method}" for method, n in sorted(self.by_method.items()))
+        return (
+            f"{self.lines} lines"
+            + (f" ({methods})" if methods else "")
+            + f"; left out: {self.needs_adjudication} awaiting adjudication, "
+            f"{self.no_votes} without a judging label"
+        )
+
+
+def consensus_records(
+    session: Session, label_filter: ExportFilter, summary: ConsensusSummary | None = None
+) -> Iterator[tuple[int | None, dict[str, Any]]]:
+    """The consensus export (``steplabel export --consensus``, the worker's consensus
+    labels): one PRM800K line per solution, with its solution id, by the rule of
+    app/consensus/. The vote is among the labels ``label_filter`` selects, regular ones only
+    (QC and screening answers never vote). Each line carries its provenance in the side
+    field ``steplabel_consensus``; PRM800K's own keys are as every export writes them.
+
+    A solution decided by two or more votes or by an adjudicator is one line built from the
+    final ratings (labeler ``CONSENSUS_LABELER``), written where its last counted label
+    would be; a solution with one judging label is that label's own line; phase-1 labels are
+    their own lines, not voted on. Solutions marked for adjudication and not adjudicated, and
+    those without a judging label, are left out and counted in ``summary``.
+    """
+    summary = summary if summary is not None else ConsensusSummary()
+    counted = consensus.counted_labels(session, label_filter.conditions())
+    by_solution = consensus.solution_votes(session, counted)
+    as_is: dict[int, tuple[consensus.SolutionVotes | None, consensus.CountedLabel]] = {}
+    built_at: dict[int, consensus.SolutionVotes] = {}
+    for label in counted:
+        if label.solution_id is None:
+            as_is[label.label_id] = (None, label)
+    for votes in by_solution.values():
+        if votes.phase1:
+            for label in votes.labels:
+                as_is[label.label_id] = (votes, label)
+            continue
+        decided = votes.consensus()
+        if decided.status == Status.NEEDS_ADJUDICATION:
+            summary.needs_adjudication += 1
+        elif decided.status == Status.NO_VOTES:
+            summary.no_votes += 1
+        elif decided.method == Method.SINGLE:
+            (voter,) = decided.voters
+            as_is[voter] = (votes, next(x for x in votes.labels if x.label_id == voter))
+        else:
+            built_at[max(label.label_id for label in votes.labels)] = votes
+    for label_id, solution_id, record in _label_records(session, label_filter):
+        line: dict[str, Any] | None = None
+        if label_id in as_is:
+            owner, label = as_is[label_id]
+            decided = (
+                owner.consensus()
+                if owner is not None and not owner.phase1
+                else Consensus(Status.DECIDED, Method.PHASE1, (), (label_id,))
+            )
+            line = {**record, consensus.PROVENANCE_KEY: consensus.provenance(owner, decided, label)}
+        elif label_id in built_at:
+            line = consensus.consensus_record(session, built_at[label_id])
+        if line is None:
+            continue
+        summary.lines += 1
+        summary.by_method[line[consensus.PROVENANCE_KEY]["method"]] += 1
+        yield solution_id, line
+
+
+def write_consensus_export(
+    session: Session, out: TextIO, label_filter: ExportFilter, progress: Progress | None = None
+) -> ConsensusSummary:
+    """Write ``consensus_records`` to ``out`` as JSONL."""
+    summary = ConsensusSummary()
+    for _solution_id, line in consensus_records(session, label_filter, summary):
+        if progress is not None:
+            progress.advance()
+        out.write(prm800k.dumps(line))
+        out.write("\n")
+    return summary
+
+
 def export_line(record: dict[str, Any], export_format: str) -> str | None:
     """A record as one line of ``export_format`` (newline included); None when TRL has no
     row for it."""
@@ -334,14 +416,20 @@ def stream_export(
     never holds one open (on SQLite every transaction takes the write lock). Within a
     pull's window the labels are final, so the chunks add up to one consistent export.
 
-    Check ``consensus`` first (``consensus_chunk``): a response cannot turn into an error
-    once its first chunk is out.
+    A consensus export is read in one transaction: its votes span the whole window.
     """
-    read_chunk = _chunk_reader(label_filter)
+    if label_filter.consensus:
+        with transaction(engine) as session:
+            written = [
+                prm800k.dumps(line) + "\n" for _id, line in consensus_records(session, label_filter)
+            ]
+        for start in range(0, len(written), CHUNK_SIZE):
+            yield "".join(written[start : start + CHUNK_SIZE])
+        return
     after = 0
     while True:
         with transaction(engine) as session:
-            labels = read_chunk(session, label_filter, after)
+            labels = _label_chunk(session, label_filter, after)
         if not labels:
             return
         lines = (export_line(record, export_format) for _id, _solution, record in labels)

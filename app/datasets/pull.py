@@ -74,11 +74,14 @@ def plan_pull(
         window=window,
         consensus=consensus,
     )
-    if consensus:
-        try:
-            export.consensus_chunk(session, label_filter, 0)
-        except export.ConsensusUnavailable as error:
-            raise PullError(str(error)) from None
+    if consensus and since is not None:
+        # Votes span cursors: a new label can change a solution pulled before.
+        raise PullError(
+            "a consensus pull is the whole consensus as of now: pull it without since "
+            "(one line per solution; a later pull's line for a solution replaces this one's)"
+        )
+    if consensus and export_format != "prm800k":
+        raise PullError("a consensus pull writes PRM800K lines: format=prm800k")
     count = export.count_labels(session, label_filter)
     return Pull(_engine_of(session), label_filter, export_format, count, window.next_cursor)
 

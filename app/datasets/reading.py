@@ -104,14 +104,14 @@ def decode_json(line: SourceLine) -> object:
     try:
         return from_json(line.text)
     except ValueError as error:
-        raise line.error(f"invalid JSON: {_json_position(str(error))}") from None
+        raise line.error(json_problem(str(error))) from None
 
 
 def describe(error: ValidationError) -> str:
     """Pydantic's errors as ``field.path: message`` pairs, the first few only."""
     first = error.errors()[0]
     if first["type"] == "json_invalid":
-        return f"invalid JSON: {_json_position(str(first['ctx']['error']))}"
+        return json_problem(str(first["ctx"]["error"]))
     parts = []
     for problem in error.errors()[:3]:
         location = ".".join(str(part) for part in problem["loc"] if part not in _UNION_TAGS)
@@ -121,6 +121,20 @@ def describe(error: ValidationError) -> str:
     if more > 0:
         parts.append(f"and {more} more")
     return "; ".join(parts)
+
+
+def json_problem(message: str) -> str:
+    """The JSON parser's ``message`` in a reader's words. A line that stops before its value
+    does (a file cut short, a line split in two) says so: the parser reports it as an early
+    end, or as the line's newline found inside a string ("control character found")."""
+    after_the_line = re.search(r" at line (\d+) column \d+$", message)
+    if message.startswith("EOF while parsing") or (
+        after_the_line is not None and int(after_the_line.group(1)) > 1
+    ):
+        inside = re.search(r"while parsing (an? \w+)", message)
+        where = f": it ends inside {inside.group(1)}" if inside else ""
+        return f"the line is not complete JSON{where} (was the file cut short?)"
+    return f"invalid JSON: {_json_position(message)}"
 
 
 def _json_position(message: str) -> str:

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from app.models import Role
 from app.templating import decimal, number, percent
 from tests.admin.projects import (
     LABELERS,
@@ -282,3 +283,115 @@ def test_the_drill_down_pages_keep_the_generation_filter(
     ).text
     assert second.startswith('<div id="item-table">') and "Page 2 of 2" in second
     assert 'href="/admin/agreement/items?generation=2&amp;page=1" rel="prev"' in second
+
+
+def test_phase1_labels_are_generation_none_everywhere_agreement_shows_them(
+    app_client: TestClient, engine: Engine
+) -> None:
+    """A phase-1 task queued in generation 0 has labels without a generation (as PRM800K's
+    phase-1 lines): the pages say "none", filter on it, and count it per generation."""
+    with Session(engine) as session:
+        ann, ben = make_user(session, "ann"), make_user(session, "ben")
+        phase1 = make_solution(session, ["A.", "B."], generation=None)
+        phase1.style = "phase1"
+        phase2 = make_solution(session, ["C.", "D."], generation=0)
+        for labeler, ratings in ((ann, [1, 1]), (ben, [1, -1])):
+            assert make_rated_label(session, labeler, phase1, ratings).generation is None
+        for labeler, ratings in ((ann, [1, 1]), (ben, [-1])):
+            assert make_rated_label(session, labeler, phase2, ratings).generation == 0
+        phase1.generation = 0  # queued in generation 0, its labels without one
+        session.commit()
+        phase1_id = phase1.id
+    admin_client(app_client, engine)
+
+    item = app_client.get(f"{PAGES[1]}/{phase1_id}").text
+    assert "· Generation none" in item and "Generation 0" not in item
+    assert app_client.get(f"{APIS[1]}/{phase1_id}").json()["generation"] is None
+
+    listing = app_client.get(PAGES[1]).text
+    assert '<a href="/admin/agreement/items?generation=none">none</a>' in listing
+    assert row_cells(listing, f"item-{phase1_id}")[3] == "none"
+    only_none = app_client.get(APIS[1], params={"generation": "none"}).json()
+    assert [entry["solution_id"] for entry in only_none["items"]] == [phase1_id]
+
+    report = app_client.get(APIS[0]).json()
+    assert [row["generation"] for row in report["by_generation"]] == [0, None]
+    assert [row["solutions"] for row in report["by_generation"]] == [1, 1]
+    agreement = app_client.get(PAGES[0]).text
+    assert 'id="generation-none"' in agreement
+    assert (
+        app_client.get(APIS[0], params={"generation": "none"}).json()["overall"]["solutions"] == 1
+    )
+    assert app_client.get(APIS[0], params={"generation": "zero"}).status_code == 422
+
+
+def test_an_alternative_that_ends_the_solution_shows_its_answer_as_the_step_does(
+    app_client: TestClient, engine: Engine
+) -> None:
+    """The drill-down showed an alternative's (and a written step's) "# Answer" heading as
+    a raw paragraph, where the solution's own last step shows "Answer: 30"."""
+    ending = "So $x = 30$.\n\n# Answer\n\n30"
+    with Session(engine) as session:
+        solution = make_solution(
+            session, ["Let $x = 3 \\cdot 10$.", "So $x = 31$.\n\n# Answer\n\n31"]
+        )
+        ann = make_rated_label(
+            session, make_user(session, "ann"), solution, [1, -1], alternatives=[1]
+        )
+        make_rated_label(session, make_user(session, "ben"), solution, [1, 1])
+        alternative = next(c for c in ann.steps[1].completions if c.completion_index == 1)
+        alternative.text = ending
+        ann.steps[1].human_completion = {
+            "text": ending,
+            "rating": None,
+            "source": "human",
+            "flagged": False,
+        }
+        session.commit()
+        solution_id = solution.id
+    admin_client(app_client, engine)
+    page = html.unescape(app_client.get(f"{PAGES[1]}/{solution_id}").text)
+    assert "# Answer" not in page
+    assert page.count('<span class="step-answer-label">Answer:</span> $30$') == 2
+    assert '<span class="step-answer-label">Answer:</span> $31$' in page
+
+
+def test_a_tie_is_listed_as_needing_adjudication_until_an_admin_decides(
+    app_client: TestClient, engine: Engine
+) -> None:
+    with Session(engine) as session:
+        solution = make_solution(session, ["A.", "B.", "C."])
+        make_rated_label(session, make_user(session, "ann"), solution, [1, -1])
+        make_rated_label(session, make_user(session, "ben"), solution, [1, 1, 1])
+        session.commit()
+        solution_id = solution.id
+    add_user(engine, "lee")
+    token = log_in(app_client, "lee")
+    adjudication = f"{PAGES[1]}/{solution_id}/adjudication"
+    refused = app_client.post(adjudication, data={"rating": ["1", "1", "1"], "csrf_token": token})
+    assert refused.status_code == 403
+    add_user(engine, "root", role=Role.ADMIN)
+    token = log_in(app_client, "root")
+
+    listing = app_client.get(PAGES[1]).text
+    assert row_cells(listing, f"item-{solution_id}")[-1] == "needs adjudication"
+    assert f'href="/admin/agreement/items/{solution_id}#consensus"' in listing
+    assert app_client.get(APIS[1]).json()["items"][0]["final_label"] == "needs adjudication"
+
+    bad = app_client.post(adjudication, data={"rating": ["1", "", "1"], "csrf_token": token})
+    assert bad.status_code == 422 and "step 2 has no rating" in bad.text
+    for odd in ({"rating": ["²"]}, {"source_label_id": "٣"}, {"source_label_id": "99999999999"}):
+        answer = app_client.post(adjudication, data={**odd, "csrf_token": token})
+        assert answer.status_code == 422 and "is not a rating or label id" in answer.text
+    done = app_client.post(
+        adjudication, data={"rating": ["1", "1", "-1"], "csrf_token": token}, follow_redirects=False
+    )
+    assert done.status_code == 303
+    assert done.headers["location"] == f"/admin/agreement/items/{solution_id}#consensus"
+    assert row_cells(app_client.get(PAGES[1]).text, f"item-{solution_id}")[-1] == "adjudicated"
+    final = app_client.get(f"{APIS[1]}/{solution_id}/consensus").json()
+    assert (final["method"], final["ratings"], final["adjudicated_by"]) == (
+        "adjudicated",
+        [1, 1, -1],
+        "root",
+    )

@@ -594,3 +594,34 @@ def test_a_run_shows_its_step_only_while_it_matters(admin: Admin, engine: Engine
     assert "failed</span> · train" in rows[failed]
     detail = admin.client.get(f"/admin/prm/runs/{done}").text
     assert "· select" not in detail
+
+
+@pytest.mark.parametrize(
+    ("missing", "reason"),
+    [
+        (
+            {
+                "processbench": "not computed: STEPLABEL_EVAL_DIR is not set (the folder of "
+                "processbench_*.jsonl)"
+            },
+            "not computed: STEPLABEL_EVAL_DIR is not set",
+        ),
+        (None, "not computed: the worker found no processbench_*.jsonl (STEPLABEL_EVAL_DIR)"),
+    ],
+)
+def test_processbench_f1_says_why_it_is_missing(
+    admin: Admin, engine: Engine, missing: dict[str, str] | None, reason: str
+) -> None:
+    """A run evaluated without ProcessBench's files showed a bare "—"; it names the setting
+    (a run of an older worker, which did not record why, gets the general reason)."""
+    metrics = prm_run_metrics()
+    del metrics["evaluation"]["processbench"]
+    if missing:
+        metrics["evaluation_missing"] = missing
+    with Session(engine) as session:
+        stored_run(session, metrics=metrics, is_current=True)
+        session.commit()
+    page = admin.client.get("/admin/prm").text
+    tile = re.search(r'id="current-processbench-f1">(.*?)</dd>', page, re.S)
+    assert tile and reason in tile.group(1)
+    assert reason in admin.client.get("/admin").text

@@ -2,6 +2,7 @@
 Postgres a label committed after a later one (ids are taken at insert, not at commit) still
 comes in the next pull, exactly once."""
 
+import io
 import json
 import random
 import threading
@@ -11,10 +12,14 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from app.consensus.service import PROVENANCE_KEY
+from app.datasets.export import ExportFilter, write_consensus_export
 from app.datasets.pull import PullError, plan_pull
 from app.models import Solution, User
 from tests.conftest import DatabaseFactory
-from tests.factories import make_label, make_solution, make_user
+from tests.factories import make_label, make_rated_label, make_solution, make_user
+
+THREE_STEPS = ["One.", "Two.", "Three.\n\n# Answer\n\n3"]
 
 
 def _setup(engine: Engine) -> tuple[int, int]:
@@ -113,9 +118,26 @@ def test_a_cursor_from_elsewhere_is_refused(engine: Engine) -> None:
             plan_pull(session, since=other)
 
 
-def test_consensus_is_refused_until_it_exists(engine: Engine) -> None:
-    with (
-        Session(engine) as session,
-        pytest.raises(PullError, match="consensus labels are not available in this version"),
-    ):
-        plan_pull(session, consensus=True)
+def test_a_consensus_pull_is_the_consensus_export_and_refuses_a_cursor(engine: Engine) -> None:
+    with Session(engine) as session:
+        alice, bob, carol = (make_user(session, name) for name in ("alice", "bob", "carol"))
+        voted = make_solution(session, THREE_STEPS)
+        for labeler, ratings in ((alice, [1, -1]), (bob, [1, -1]), (carol, [1, 1, 1])):
+            make_rated_label(session, labeler, voted, ratings)
+        tied = make_solution(session, THREE_STEPS)
+        make_rated_label(session, alice, tied, [1, -1])
+        make_rated_label(session, bob, tied, [1, 1, 1])
+        session.commit()
+        voted_id = voted.id
+        expected = io.StringIO()
+        write_consensus_export(session, expected, ExportFilter())
+    with Session(engine) as session:
+        pull = plan_pull(session, consensus=True)
+        with pytest.raises(PullError, match="whole consensus as of now"):
+            plan_pull(session, consensus=True, since=pull.next_cursor)
+        with pytest.raises(PullError, match="format=prm800k"):
+            plan_pull(session, consensus=True, export_format="trl")
+    pulled = "".join(pull.lines())
+    assert pulled == expected.getvalue()
+    [line] = [json.loads(text) for text in pulled.splitlines()]
+    assert line[PROVENANCE_KEY]["solution_id"] == voted_id  # the tie awaits adjudication

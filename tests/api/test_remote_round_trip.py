@@ -158,5 +158,20 @@ def test_pulls_while_labels_are_written_get_each_once_as_export_writes_them(
         "--consensus",
         database_url=database_url,
     )
-    assert consensus.returncode != 0
-    assert "consensus labels are not available in this version" in consensus.stderr
+    assert consensus.returncode == 0, consensus.stderr
+    exported = tmp_path / "exported-consensus.jsonl"
+    export = steplabel("export", "--consensus", "-o", str(exported), database_url=database_url)
+    assert export.returncode == 0, export.stderr
+    assert (tmp_path / "c.jsonl").read_bytes() == exported.read_bytes()
+    since = ["--since", consensus.stdout.splitlines()[-1]]
+    refused = steplabel(
+        "remote",
+        "pull",
+        str(tmp_path / "c2.jsonl"),
+        *remote,
+        "--consensus",
+        *since,
+        database_url=database_url,
+    )
+    assert refused.returncode != 0
+    assert "whole consensus as of now" in refused.stderr

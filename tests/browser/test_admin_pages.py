@@ -518,3 +518,89 @@ def test_the_audit_log_lists_an_admins_change_and_filters_it(admin: Page) -> Non
     admin.get_by_label("Action").select_option("qc.gold")
     admin.get_by_role("button", name="Filter").click()
     expect(admin.get_by_text("No entry matches these filters.")).to_be_visible()
+
+
+# Key columns on a phone: no admin table hides columns past the window's edge.
+TABLES_PAST_THE_EDGE = """() => {
+  const width = document.documentElement.clientWidth;
+  const shown = element => element.getClientRects().length > 0;
+  // A header row kept for screen readers only, where rows stack as cards.
+  const hiddenHead = cell => cell.closest("thead")?.getBoundingClientRect().width <= 1;
+  return [...document.querySelectorAll("main table:not([data-no-cards])")]
+    .filter(table => shown(table))
+    .filter(table => table.scrollWidth > table.clientWidth + 1
+      || Math.round(table.getBoundingClientRect().right) > width
+      || [...table.querySelectorAll("th, td")].some(
+        cell => shown(cell) && !hiddenHead(cell)
+          && Math.round(cell.getBoundingClientRect().right) > width))
+    .map(table => table.id || table.querySelector("caption")?.textContent.trim().slice(0, 50)
+      || table.className);
+}"""
+
+
+def test_no_admin_table_hides_columns_past_the_edge_of_a_phone(
+    browser: Browser, live_app: LiveApp, project: Project
+) -> None:
+    """At 390 px the drill-down's Score, Steps disagreed and First error columns (and ten
+    other tables' columns) sat past the window's edge, to be scrolled to with no hint:
+    tables stack their rows as cards there, each cell named by its column (a matrix, marked
+    data-no-cards, reads both ways and scrolls in its box)."""
+    hidden: dict[str, list[str]] = {}
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with logged_in(
+        browser, live_app, "admin", SIZES["390x844"], password=project.passwords["admin"]
+    ) as admin:
+        for path in html_pages(admin, project):
+            if not path.startswith("/admin"):
+                continue
+            response = admin.goto(path)
+            assert response is not None and response.ok, path
+            admin.wait_for_load_state("networkidle")
+            if tables := admin.evaluate(TABLES_PAST_THE_EDGE):
+                hidden[path] = tables
+                name = re.sub(r"\W+", "-", path.strip("/"))
+                admin.screenshot(path=ARTIFACTS / f"past-the-edge-{name}.png", full_page=True)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTIFACTS / "tables-past-the-edge.json").write_text(json.dumps(hidden, indent=1))
+        assert hidden == {}
+        # A stacked cell says which column it is.
+        admin.goto("/admin/agreement/items")
+        cell = admin.locator("table.data tbody tr").first.locator("td").nth(3)
+        label = cell.evaluate("cell => getComputedStyle(cell, '::before').content")
+        assert label == '"Score"'
+
+
+def test_short_names_stay_whole_in_the_users_table(
+    browser: Browser, live_app: LiveApp, project: Project
+) -> None:
+    """Beside the wide Actions column and a 120-letter name, "admin" broke as "admi/n" at
+    1280 px: a row's name may wrap anywhere, so its column shrank to a letter."""
+    with logged_in(
+        browser, live_app, "admin", SIZES["1280x900"], password=project.passwords["admin"]
+    ) as admin:
+        admin.goto("/admin/users")
+        # As a project without this module's 120-letter name has it: that name's width
+        # gave its column room that a table of short names does not get.
+        admin.evaluate(
+            """() => document.querySelectorAll("#user-table tbody th[scope=row]").forEach(
+                cell => { if (cell.textContent.trim().length > 20) cell.textContent = "chris"; })"""
+        )
+        lines = admin.evaluate(
+            """() => Object.fromEntries([...document.querySelectorAll(
+                "#user-table tbody th[scope=row], #user-table tbody td:nth-child(2)")]
+                .map(cell => {
+                const range = document.createRange();
+                range.selectNodeContents(cell);
+                const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+                return [cell.tagName + " " + cell.textContent.trim().slice(0, 12), tops.size];
+            }))"""
+        )
+        admin.screenshot(path=ARTIFACTS / "users-1280.png", full_page=True)
+    assert {name: count for name, count in lines.items() if len(name) <= 12} == {
+        "TH admin": 1,
+        "TH alice": 1,
+        "TH bob": 1,
+        "TH chris": 1,
+        "TD labeler": 1,
+        "TD admin": 1,
+    }

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.datasets.export import ExportFilter, write_export
-from app.models import Role
+from app.datasets.export import ExportFilter, write_consensus_export, write_export
+from app.models import Role, User
 from tests.browser.live import ROOT, LiveApp
 from tests.browser.pages import logged_in
 from tests.factories import make_label, make_solution, make_user
@@ -82,9 +83,24 @@ def test_the_export_page_downloads_what_export_writes(
         since, _ = _download(page, tmp_path)
         assert len(since.splitlines()) == 1 and b'"total_time": 777' in since
 
+        # ann and ben split on generations 0 and 1 (awaiting adjudication): these agree.
+        with Session(labeled.engine) as session:
+            agreed = make_solution(session, generation=3)
+            for name in ("ann", "ben"):
+                labeler = session.scalars(select(User).where(User.name == name)).one()
+                make_label(session, labeler, agreed, [[1], [-1]], finish_reason="found_error")
+            session.commit()
         page.goto("/admin/export")
         page.get_by_role("checkbox", name=re.compile("Consensus labels")).check()
+        consensus, _ = _download(page, tmp_path)
+        expected = StringIO()
+        with Session(labeled.engine) as session:
+            write_consensus_export(session, expected, ExportFilter())
+        assert consensus == expected.getvalue().encode()
+        assert len(consensus.splitlines()) == 1 and b'"method": "unanimous"' in consensus
+
+        page.goto("/admin/export")
+        page.get_by_role("checkbox", name=re.compile("Consensus labels")).check()
+        page.get_by_label("Since (a cursor)").fill(cursor.group(1))
         page.get_by_role("button", name="Download").click()
-        expect(
-            page.get_by_text("consensus labels are not available in this version")
-        ).to_be_visible()
+        expect(page.get_by_text("whole consensus as of now")).to_be_visible()

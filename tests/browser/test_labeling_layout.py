@@ -246,6 +246,26 @@ def test_phase1_candidates_are_numbered_once(
     page.screenshot(path=ARTIFACTS / "labeling-phase1-1280x900.png", full_page=True)
 
 
+def test_phase1_candidates_keep_their_inner_padding(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    """ ".steps li" outranked ".candidate" and took the candidates' padding away: a chosen
+    candidate's outline sat on its text."""
+    queue(live_app.engine, PHASE1)
+    log_in(page, labeler)
+    expect(status(page)).to_have_text("Rate candidate 1 of step 1.")
+    padding = (
+        step(page, 1)
+        .locator("li.candidate")
+        .first.evaluate(
+            "item => ['Top', 'Right', 'Bottom', 'Left'].map("
+            "side => parseFloat(getComputedStyle(item)['padding' + side]))"
+        )
+    )
+    root = page.evaluate("parseFloat(getComputedStyle(document.documentElement).fontSize)")
+    assert padding == [0.4 * root] * 4
+
+
 def test_the_guidelines_put_the_reference_answer_below_the_problem(
     live_app: LiveApp, labeler: Labeler, page: Page
 ) -> None:

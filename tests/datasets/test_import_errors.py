@@ -33,7 +33,10 @@ def good_lines(count: int) -> list[str]:
 @pytest.mark.parametrize(
     ("bad_line", "message"),
     [
-        ('{"labeler": "e90a38f3-3135-4465-87af-3e6322e3d772", "timestamp": \n', "invalid JSON"),
+        (
+            '{"labeler": "e90a38f3-3135-4465-87af-3e6322e3d772", "timestamp": \n',
+            "the line is not complete JSON: it ends inside a value",
+        ),
         ("[1, 2]\n", "expected a JSON object, got list"),
         (
             factories.line({**factories.record(), "labeler": "nobody"}),
@@ -245,3 +248,23 @@ def test_an_empty_file_is_said_to_be_empty(tmp_path: Path, engine: Engine) -> No
     assert result.exit_code == 0, result.output
     assert "no lines read: the file is empty, no labels added" in result.stdout
     assert count_rows(engine) == before
+
+
+@pytest.mark.parametrize("kind", ["prm800k", "problems", "solutions"])
+def test_a_line_cut_in_half_says_it_is_not_complete_json(
+    tmp_path: Path, engine: Engine, kind: str
+) -> None:
+    """Cut inside a string, the parser meets the line's newline there and called it
+    "control character found"; the reader is told what happened instead."""
+    whole = {
+        "prm800k": factories.line(factories.record()),
+        "problems": '{"problem": "What is $1+1$?", "answer": "2", "subject": "Algebra"}\n',
+        "solutions": '{"problem": "What is $1+1$? Add the ones, then say it.", "steps": ["2"]}\n',
+    }[kind]
+    cut = whole[: len(whole) // 2].rstrip() + "\n"
+    assert cut.count('"') % 2 == 1, "cut inside a string"
+    path = write_lines(tmp_path / f"{kind}.jsonl", [cut])
+    result = runner.invoke(cli, ["import", kind, str(path)])
+    assert result.exit_code == 1
+    assert f"{path}:1: the line is not complete JSON: it ends inside a string" in result.stderr
+    assert "control character" not in result.stderr

@@ -2,6 +2,8 @@
 
 import io
 
+import pytest
+from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from app.config import Settings
@@ -13,6 +15,7 @@ from tests.factories import (
     completion,
     human_completion,
     make_label,
+    make_rated_label,
     make_solution,
     make_user,
     record,
@@ -151,3 +154,26 @@ def add_run(session: Session) -> TrainingRun:
     session.add(run)
     session.flush()
     return run
+
+
+def test_consensus_setting_trains_on_one_label_per_solution(session: Session) -> None:
+    alice, bob, carol = (make_user(session, name) for name in ("alice", "bob", "carol"))
+    voted = make_solution(session, ["One.", "Two.", "Three."])
+    for labeler, ratings in ((alice, [1, -1]), (bob, [1, -1]), (carol, [1, 1, 1])):
+        make_rated_label(session, labeler, voted, ratings)
+    tied = make_solution(session, ["One.", "Two."])
+    make_rated_label(session, alice, tied, [-1])
+    make_rated_label(session, bob, tied, [1, 1])
+
+    every_label = training_labels(session, Settings())
+    assert len(every_label) == 5
+
+    consensus = training_labels(session, Settings(train_labels="consensus"))
+    (label,) = consensus
+    assert label.problem == voted.problem.text
+    assert [(e.steps, e.labels) for e in label.examples] == [(["One.", "Two."], [1, -1])]
+
+
+def test_the_consensus_setting_is_checked_at_start() -> None:
+    with pytest.raises(ValidationError, match="train_labels"):
+        Settings(train_labels="majority")  # type: ignore[arg-type]

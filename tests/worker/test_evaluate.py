@@ -1,10 +1,12 @@
 """The figures and the gate on fixed inputs, worked out by hand or by brute force."""
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from worker.eval_sets import processbench_missing
 from worker.evaluate import (
     Comparison,
     Estimate,
@@ -340,3 +342,10 @@ def test_estimates_overlap() -> None:
     assert a.overlaps(b) and b.overlaps(a)
     assert not a.overlaps(c)
     assert list(itertools.starmap(Estimate.overlaps, [(b, c)])) == [True]
+
+
+def test_the_worker_names_the_setting_when_processbench_is_missing(tmp_path: Path) -> None:
+    assert "STEPLABEL_EVAL_DIR is not set" in (processbench_missing(None) or "")
+    assert f"no processbench_*.jsonl in {tmp_path}" in (processbench_missing(tmp_path) or "")
+    (tmp_path / "processbench_math.jsonl").write_text("")
+    assert processbench_missing(tmp_path) is None

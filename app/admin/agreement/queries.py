@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import ColumnElement, String, Subquery, cast, exists, func, select
+from sqlalchemy import String, Subquery, cast, func, select
 from sqlalchemy.orm import Session
 
 from app.admin.agreement.metrics import (
@@ -17,12 +17,12 @@ from app.admin.agreement.metrics import (
     SharedLabels,
 )
 from app.admin.reliability import IntArray
-from app.figures import by_labelers
+from app.figures import regular_label_conditions
 from app.models import (
     SCREENING_GENERATION,
     STEP_COMPLETIONS,
+    UNNUMBERED_GENERATION,
     FinishReason,
-    GoldLabel,
     Label,
     StepCompletion,
     User,
@@ -38,19 +38,6 @@ COUNTED_COLUMNS = (
 
 
 # Which labels count, in SQL.
-
-
-def regular_label_conditions(generation: int | None) -> list[ColumnElement[bool]]:
-    """Labels by labelers that are not QC or screening labels, nor labels of a QC solution."""
-    conditions = [
-        by_labelers(),
-        Label.is_quality_control.is_(False),
-        Label.is_initial_screening.is_(False),
-        ~exists().where(GoldLabel.solution_id == Label.solution_id),
-    ]
-    if generation is not None:
-        conditions.append(Label.generation == generation)
-    return conditions
 
 
 def counted_labels(generation: int | None, solution_id: int | None = None) -> Subquery:
@@ -171,14 +158,16 @@ def user_names(session: Session, user_ids: Sequence[int]) -> dict[int, str]:
 
 
 def label_generations(session: Session) -> list[int]:
-    """The generations labels belong to (screening aside), for the page's filter."""
+    """The generations labels belong to (screening aside), for the page's filter, and
+    UNNUMBERED_GENERATION last where some labels have none (phase 1's)."""
     # Read from ix_labels_generation_id alone; a generation of QC labels only would show
     # empty figures, which is what it has.
-    return list(
-        session.scalars(
-            select(Label.generation)
-            .distinct()
-            .where(Label.generation.is_not(None), Label.generation != SCREENING_GENERATION)
-            .order_by(Label.generation)
-        )
+    numbers = session.scalars(
+        select(Label.generation)
+        .distinct()
+        .where(Label.generation.is_distinct_from(SCREENING_GENERATION))
+        .order_by(Label.generation)
+    ).all()
+    return [number for number in numbers if number is not None] + (
+        [UNNUMBERED_GENERATION] if None in numbers else []
     )

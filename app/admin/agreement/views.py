@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
 from app.admin.agreement.metrics import (
+    NO_GENERATION,
     AgreementSummary,
     AgreementWithOthers,
     LabelerName,
@@ -23,13 +24,14 @@ from app.admin.agreement.metrics import (
 )
 from app.admin.agreement.queries import Activity, labeler_activity, load_shared_labels, user_names
 from app.figures import share
-from app.models import SCREENING_GENERATION
+from app.models import SCREENING_GENERATION, UNNUMBERED_GENERATION
 from app.quality import scoring
 from app.quality.scoring import GoldComparison, LabelerQuality
 
 
 class GenerationAgreement(AgreementSummary):
-    generation: int
+    generation: int | None
+    """None for the labels without a generation (phase 1's)."""
     quality_control: GoldComparison
     """Every labeler's answers to the QC questions served in this generation, pooled."""
 
@@ -144,10 +146,11 @@ def agreement_report(
         by_generation = _by_generation(shared, qc_by_generation)
         quality_control = scoring.combined(qc_by_generation.values())
     else:
-        quality_control = qc_by_generation.get(generation, GoldComparison())
+        number = None if generation == UNNUMBERED_GENERATION else generation
+        quality_control = qc_by_generation.get(number, GoldComparison())
         by_generation = [
             GenerationAgreement(
-                generation=generation, quality_control=quality_control, **overall.model_dump()
+                generation=number, quality_control=quality_control, **overall.model_dump()
             )
         ]
     return AgreementReport(
@@ -171,19 +174,28 @@ def _by_generation(
     pairs = label_pairs(shared, by_generation=True)
     pair_generation = shared.generation[pairs.first]
     answered = {number for number in qc_by_generation if number is not None}
-    numbers = sorted((set(shared.generations()) | answered) - {SCREENING_GENERATION})
+    numbers: list[int | None] = [
+        *sorted((set(shared.generations()) | answered) - {SCREENING_GENERATION})
+    ]
+    if (shared.generation == NO_GENERATION).any() or None in qc_by_generation:
+        numbers.append(None)  # phase 1's labels, last
     return [
         GenerationAgreement(
             generation=number,
             quality_control=qc_by_generation.get(number, GoldComparison()),
             **agreement_summary(
                 shared,
-                steps.only(steps.generation == number),
-                pairs.only(pair_generation == number),
+                steps.only(steps.generation == _stored(number)),
+                pairs.only(pair_generation == _stored(number)),
             ).model_dump(),
         )
         for number in numbers
     ]
+
+
+def _stored(generation: int | None) -> int:
+    """A generation as the label arrays hold it."""
+    return NO_GENERATION if generation is None else generation
 
 
 KAPPA_BANDS = (
