@@ -1,0 +1,56 @@
+"""The worker's default selection strategy: a rule of the pool's shape (issue 39).
+
+How much selection can buy depends on how many unlabeled solutions each problem has to
+choose among: with one there is nothing to choose within a problem, with dozens the paper
+found its gains. bench/active_learning.py ``--corpus bon32`` measures every strategy at 1, 8
+and 32 samples per problem, and BENCHMARKS.md (issue 39) says which one its pre-registered
+rule picked at each; this table holds those picks. A pool is read by the median number of
+unlabeled, unqueued solutions per problem, and takes the pick measured at the nearest of
+1, 8 and 32 samples per problem (nearest in log scale: the boundaries are 3 and 16).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+BY_POOL_SHAPE = "by_pool_shape"
+"""``STEPLABEL_SELECT_STRATEGY``'s value that asks for this rule (the default)."""
+
+SHAPE_RULE: tuple[tuple[float, int, str], ...] = (
+    (16, 32, "random_wrong"),
+    (3, 8, "random_wrong"),
+    (0, 1, "random_wrong"),
+)
+"""(from this median, measured at this many samples per problem, the strategy), largest
+first. Every pick is ``random_wrong``, issue 24's confirmed default, until issue 39's
+calibration run picks per shape (BENCHMARKS.md)."""
+
+
+@dataclass(frozen=True)
+class ShapeChoice:
+    strategy: str
+    median: float
+    """Median unlabeled solutions per problem (0 for an empty pool)."""
+    measured_at: int
+    """The samples per problem of the benchmark's figure the pick comes from."""
+
+    @property
+    def reason(self) -> str:
+        """What the PRM page says: the pool's shape, the pick, and where it comes from."""
+        per = "sample" if self.median == 1 else "samples"
+        return (
+            f"your pool has {self.median:g} unlabeled {per} per problem (median): "
+            f"{self.strategy}, the pick at {self.measured_at} per problem in BENCHMARKS.md "
+            "(issue 39, the strategy by the pool's shape)"
+        )
+
+
+def strategy_for_pool(per_problem: Sequence[int]) -> ShapeChoice:
+    """The strategy for a pool with ``per_problem`` unlabeled solutions on each problem."""
+    median = float(statistics.median(per_problem)) if per_problem else 0.0
+    for lowest, measured_at, strategy in SHAPE_RULE:
+        if median >= lowest:
+            return ShapeChoice(strategy, median, measured_at)
+    raise AssertionError("the rule's last row starts at 0")
