@@ -172,6 +172,15 @@ half MATH-500): sized so that it runs from a cold feature cache in under an hour
 cores (BENCHMARKS.md, issue 39); ``--problems 0`` takes the whole half (a GPU's job)."""
 BON32_SAMPLES = (1, 8, 32)
 BON32_SEED_SIZE, BON32_BUDGETS, BON32_PER_PROBLEM = 16, "32,48", 2
+BON32_STRATEGIES: tuple[Strategy, ...] = (
+    "uniform",
+    "convincing_wrong",
+    "random_wrong",
+    "uncertain",
+    "ensemble",
+)
+"""The pre-registered five of issue 39: the reference, the paper's rule, its shape at random,
+and the two uncertainty rules that did best in issue 24; each in both selectors."""
 SELECTORS = ("retrain", "fixed")
 """How the selector is made: ``retrain``, the PRM retrained on every label so far picks
 each round (this bench's loop); ``fixed``, the paper's (section 4.2): the PRM trained once
@@ -1493,7 +1502,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default=LEARNER_HEAD,
         help="a head of bench/prm_quality.py (default: five linear members on every reading)",
     )
-    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument(
+        "--strategies",
+        help=f"default: every one; bon32: {','.join(BON32_STRATEGIES)} (BENCHMARKS.md, issue 39)",
+    )
     parser.add_argument("--seeds", type=int, default=10, help="seeds 0 .. N-1")
     parser.add_argument(
         "--workers",
@@ -1543,7 +1555,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     options.samples = [int(n) for n in str(options.samples).split(",")] if bon32 else [0]
     if any(n < 1 or n > SAMPLES for n in options.samples) and bon32:
         parser.error(f"--samples: between 1 and {SAMPLES}")
-    strategies = options.strategies.split(",")
+    strategies = (options.strategies or ",".join(BON32_STRATEGIES if bon32 else STRATEGIES)).split(
+        ","
+    )
     if REFERENCE not in strategies or not set(strategies) <= set(STRATEGIES):
         parser.error(f"strategies from {', '.join(STRATEGIES)}, {REFERENCE} among them")
     options.strategies = [REFERENCE, *(s for s in strategies if s != REFERENCE)]
