@@ -12,7 +12,8 @@ unlabeled, unqueued solutions per problem, and takes the pick measured at the ne
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 BY_POOL_SHAPE = "by_pool_shape"
@@ -47,7 +48,22 @@ class ShapeChoice:
         )
 
 
-def strategy_for_pool(per_problem: Sequence[int]) -> ShapeChoice:
+def chosen_strategy(setting: str, per_problem: Sequence[float]) -> tuple[str, ShapeChoice | None]:
+    """The strategy a selection uses under ``select_strategy`` = ``setting``, for a pool with
+    ``per_problem`` unlabeled solutions on each problem; with the rule, its choice, to say
+    why."""
+    if setting != BY_POOL_SHAPE:
+        return setting, None
+    choice = strategy_for_pool(per_problem)
+    return choice.strategy, choice
+
+
+def per_problem(problem_ids: Iterable[int]) -> list[int]:
+    """How many of the pool's solutions (one problem id each) each problem has."""
+    return list(Counter(problem_ids).values())
+
+
+def strategy_for_pool(per_problem: Sequence[float]) -> ShapeChoice:
     """The strategy for a pool with ``per_problem`` unlabeled solutions on each problem."""
     median = float(statistics.median(per_problem)) if per_problem else 0.0
     for lowest, measured_at, strategy in SHAPE_RULE:
