@@ -521,4 +521,4 @@ def test_the_prm_page_names_the_rule_that_chose_the_strategy(
         f"{strategy}, the pick at {measured_at} per problem in BENCHMARKS.md"
     )
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    admin.screenshot(path=ARTIFACTS / f"prm-rule-{width(admin)}.png")
+    said.screenshot(path=ARTIFACTS / f"prm-rule-{width(admin)}.png")
