@@ -39,6 +39,8 @@ SAMPLES = 32
 ERROR_BELOW = 0.5
 """The simulated labeler's threshold on the 7B PRM's P(step is right)."""
 HALVES = ("calibration", "confirmation")
+JUDGED_SAMPLES = 8
+"""Solutions judged per held-out problem."""
 HELD_OUT_SHARE = 0.25
 """Of each half's problems, the share judged by the simulated labeler, never picked from."""
 
@@ -196,9 +198,10 @@ def bon32_split(
     corpus: Bon32, half: str, samples: int, problems: int | None, held_out_problems: int | None
 ) -> Bon32Split:
     """One half's pool (``problems`` problems, their first ``samples`` solutions each) and its
-    held-out problems (``held_out_problems``, 8 solutions each at most, enough to judge on):
-    fixed samples by a hash of the problem id, half GSM8K and half MATH-500, the same
-    problems whatever ``samples`` is, so that the curves over N share their problems."""
+    held-out problems (``held_out_problems``, their first 8 solutions each whatever
+    ``samples`` is: the judge does not change with the pool's shape): fixed samples by a
+    hash of the problem id, half GSM8K and half MATH-500, the same problems whatever
+    ``samples`` is, so that the curves over N share their problems."""
     if half not in HALVES:
         raise ValueError(f"half: one of {', '.join(HALVES)}")
     chosen = [s for s in corpus.solutions if half_of(s.problem_id) == half]
@@ -206,7 +209,7 @@ def bon32_split(
         [s for s in chosen if not is_held_out(s.problem_id) and s.sample < samples], problems
     )
     judged = _problems(
-        [s for s in chosen if is_held_out(s.problem_id) and s.sample < min(samples, 8)],
+        [s for s in chosen if is_held_out(s.problem_id) and s.sample < JUDGED_SAMPLES],
         held_out_problems,
     )
     return Bon32Split(pool, judged)

@@ -161,6 +161,7 @@ def test_a_half_keeps_its_problems_at_every_samples_per_problem() -> None:
     judged = {s.problem_id for s in many.held_out}
     assert len(judged) == 4 and not judged & problems
     assert Counter(s.problem_id for s in many.held_out) == dict.fromkeys(judged, 8)
+    assert [s.item.id for s in one.held_out] == [s.item.id for s in many.held_out]  # one judge
     other = bon32_split(corpus, "confirmation", 32, 10, 4)  # type: ignore[arg-type]
     assert not {s.problem_id for s in other.pool} & (problems | judged)
 
