@@ -70,6 +70,23 @@ strategy buys more per label. Past the curve's end it is "beyond the largest bud
 at least largest / budget); uniform's own ratio is 1 by definition. Its interval comes from
 the same test draws, its spread from the ratio of each seed against that seed's uniform.
 
+bon32 (``--corpus bon32``, bench/bon32.py; BENCHMARKS.md, issue 39): the paper's regime,
+32 sampled solutions per problem labeled by a simulated labeler that reads Qwen2.5-Math-PRM-7B's
+step scores, ProcessBench's test problems left out. One half of its problems (``--half``:
+``calibration`` to choose on, ``confirmation`` run once, the default) is a pool of
+``--problems`` (64) problems at each of ``--samples`` (1, 8, 32) solutions per problem, one
+run each, plus 16 held-out problems (8 solutions each) judged by the simulated labeler
+beside ProcessBench. The seed set is one solution of each of ``--seed-size`` (16) problems,
+rounds take ``--per-problem`` (2) per problem straight to each of ``--budgets`` (32, 48),
+and every strategy but uniform runs with each of ``--selectors``: ``retrain`` (the PRM
+retrained on every label picks each round) and ``fixed`` (the paper's: the seed set's PRM
+scores the pool once and every round picks by that scoring). Its output: per N the tables,
+a JSON file whose rows carry ``samples``, ``selector`` and ``primary: true`` at 32 and 48
+labels with 32 samples, the rule's picks per N, the worker's ``default_strategy`` for such a
+pool (app/pool_shape.py), and an SVG of each arm's ratio against samples per problem.
+
+    nice -n 19 .venv/bin/python -m bench.active_learning --corpus bon32 --json PATH
+
 Output: a markdown table on stdout, progress (one line per round) on stderr, an SVG of
 both figures against labels (``--plot``, by default test-artifacts/active_learning.svg,
 outside git) and, with ``--json``, every figure and each run's labeled solutions.

@@ -7,8 +7,10 @@
 
 The benches (bench/prm_quality.py, bench/active_learning.py) fill what they lack themselves;
 this computes it once, in the background, so that they start warm. Corpora: the four
-ProcessBench subsets and PRMBench (bench/prmbench.py, as bench/active_learning.py reads it:
-without the trajectories whose problem is a ProcessBench test problem), every whole
+ProcessBench subsets, PRMBench (bench/prmbench.py, as bench/active_learning.py reads it:
+without the trajectories whose problem is a ProcessBench test problem) and bon32's two
+halves (bench/bon32.py: the default pool at 32 samples per problem and the held-out
+problems, as ``--corpus bon32 --half ...`` reads them), every whole
 solution: the labeled paths that stop at an error are step prefixes of them, read from the
 cache for free. The
 model is the worker's CPU default (SmolLM2-135M, ``head`` mode, every reading).
