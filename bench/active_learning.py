@@ -525,7 +525,7 @@ def snapshot(reading: Judged, data: Data, judge: str) -> Snapshot:
     f1, strata, auroc, problems = _judged_on(
         test, step_scores[start:end], probabilities[start:end], threshold
     )
-    pool = {}
+    pool: dict[str, Any] = {}
     if data.held_out:
         pool_f1, pool_strata, pool_auroc, pool_problems = _judged_on(
             data.held_out, step_scores[end:], probabilities[end:], threshold

@@ -12,12 +12,15 @@ from typing import Any
 
 import pytest
 
+from app.config import get_settings
+from app.pool_shape import strategy_for_pool
 from bench.active_learning import (
     Data,
     Learner,
     Progress,
     arms,
     grow,
+    main,
     parse,
     seed_set,
     start,
@@ -255,3 +258,71 @@ def test_the_fixed_selector_never_retrains_and_every_round_takes_k_per_problem(
             taken = Counter(data.problems[i] for i in run.labeled[low:high])
             assert max(taken.values()) == 2, (selector, taken)  # K = 2, and no more
             assert len(taken) == 3  # six labels a round: three problems
+
+
+def test_the_bon32_default_writes_the_default_strategy_and_marks_the_primary_rows(
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in (*(f.name for f in shared_data.glob("processbench_*.jsonl")), MATH500):
+        (data / name).symlink_to(shared_data / name)
+    rng = random.Random(1)
+    records = []
+    for p in range(60):
+        for sample in range(32):
+            answer = rng.choice("12")
+            records.append(
+                record(
+                    "gsm8k",
+                    f"gsm8k_{p:03d}",
+                    f"Synthetic problem {p}: what is {p} - {p} + 1?",
+                    sample=sample,
+                    steps=[f"Step {k} of {sample}." for k in range(2)]
+                    + [f"So $\\boxed{{{answer}}}$."],
+                    qwen_prm=[rng.random() ** 0.3 for _ in range(3)],
+                )
+            )
+    write_bon32(data, records)
+    # The verdicts are kept under the checkpoint folder: this test's, not the checkout's.
+    monkeypatch.setenv("STEPLABEL_CHECKPOINT_DIR", str(tmp_path / "checkpoints"))
+    get_settings.cache_clear()
+    figures = tmp_path / "figures.json"
+    main(
+        [
+            "--corpus=bon32",
+            f"--data={data}",
+            "--model=tiny",
+            "--half=calibration",
+            "--judge=calibration",
+            "--samples=8,32",
+            "--seeds=2",
+            "--workers=1",
+            "--strategies=uniform,uncertain",
+            f"--cache-dir={tmp_path / 'cache'}",
+            f"--plot={tmp_path / 'plot.svg'}",
+            f"--json={figures}",
+        ]
+    )
+    get_settings.cache_clear()
+    result = json.loads(figures.read_text())
+    assert result["default_strategy"] == strategy_for_pool([32]).strategy
+    assert "32 unlabeled samples per problem" in result["default_rule"]
+    rows = result["rows"]
+    primary = {(r["samples"], r["arm"], r["labels"]) for r in rows if r.get("primary")}
+    arms_run = ["uniform", "uncertain", "uncertain, fixed"]
+    assert primary == {(32, arm, labels) for arm in arms_run for labels in (32, 48)}
+    for row in rows:
+        for figure in ("f1", "auroc"):
+            ratio = row["ratio"].get(figure)
+            if ratio and ratio["status"] == "ok":
+                assert ratio["low"] <= ratio["value"]
+    assert {(r["strategy"], r.get("selector")) for r in rows if "arm" in r} == {
+        ("uniform", "none"),
+        ("uncertain", "retrain"),
+        ("uncertain", "fixed"),
+    }
+    runs = [run for at in result["by_samples"] for run in at["runs"]]
+    assert {r["rescorings"] for r in runs if r["selector"] == "fixed"} == {0}
+    assert set(result["picks"]) == {"8", "32"}
+    assert (tmp_path / "plot.svg").read_text().startswith("<svg")
