@@ -19,14 +19,16 @@ from dataclasses import dataclass
 BY_POOL_SHAPE = "by_pool_shape"
 """``STEPLABEL_SELECT_STRATEGY``'s value that asks for this rule (the default)."""
 
-SHAPE_RULE: tuple[tuple[float, int, str], ...] = (
-    (16, 32, "random_wrong"),
-    (3, 8, "random_wrong"),
-    (0, 1, "random_wrong"),
+NOT_PICKED_YET = "issue 24's default: issue 39's calibration has not picked for this shape yet"
+SHAPE_RULE: tuple[tuple[float, int, str, str], ...] = (
+    (16, 32, "random_wrong", NOT_PICKED_YET),
+    (3, 8, "random_wrong", NOT_PICKED_YET),
+    (0, 1, "random_wrong", NOT_PICKED_YET),
 )
-"""(from this median, measured at this many samples per problem, the strategy), largest
-first. Every pick is ``random_wrong``, issue 24's confirmed default, until issue 39's
-calibration run picks per shape (BENCHMARKS.md)."""
+"""(from this median, measured at this many samples per problem, the strategy, where it
+comes from), largest first. Until issue 39's calibration run has picked (BENCHMARKS.md,
+"Issue 39"), every shape keeps ``random_wrong``, the default issue 24's rule picked on one
+sample per problem, and says so; a pick replaces its row's strategy and source."""
 
 
 @dataclass(frozen=True)
@@ -35,16 +37,18 @@ class ShapeChoice:
     median: float
     """Median unlabeled solutions per problem (0 for an empty pool)."""
     measured_at: int
-    """The samples per problem of the benchmark's figure the pick comes from."""
+    """The samples per problem of the benchmark's figure the pick is for."""
+    source: str
+    """Where the pick comes from, as BENCHMARKS.md names it."""
 
     @property
     def reason(self) -> str:
         """What the PRM page says: the pool's shape, the pick, and where it comes from."""
         per = "sample" if self.median == 1 else "samples"
         return (
-            f"your pool has {self.median:g} unlabeled {per} per problem (median): "
-            f"{self.strategy}, the pick at {self.measured_at} per problem in BENCHMARKS.md "
-            "(issue 39, the strategy by the pool's shape)"
+            f"your pool has {self.median:g} unlabeled {per} per problem (median), the shape "
+            f"of {self.measured_at} per problem in BENCHMARKS.md: {self.strategy}, "
+            f"{self.source}"
         )
 
 
@@ -66,7 +70,7 @@ def per_problem(problem_ids: Iterable[int]) -> list[int]:
 def strategy_for_pool(per_problem: Sequence[float]) -> ShapeChoice:
     """The strategy for a pool with ``per_problem`` unlabeled solutions on each problem."""
     median = float(statistics.median(per_problem)) if per_problem else 0.0
-    for lowest, measured_at, strategy in SHAPE_RULE:
+    for lowest, measured_at, strategy, source in SHAPE_RULE:
         if median >= lowest:
-            return ShapeChoice(strategy, median, measured_at)
+            return ShapeChoice(strategy, median, measured_at, source)
     raise AssertionError("the rule's last row starts at 0")

@@ -13,20 +13,21 @@ from app.pool_shape import (
 
 def pick_at(samples: int) -> str:
     """The table's pick measured at ``samples`` per problem."""
-    return next(strategy for _, measured, strategy in SHAPE_RULE if measured == samples)
+    return next(strategy for _, measured, strategy, _ in SHAPE_RULE if measured == samples)
 
 
 def test_a_pool_of_one_sample_per_problem_takes_the_pick_measured_at_one() -> None:
     choice = strategy_for_pool([1] * 40)
     assert (choice.strategy, choice.median, choice.measured_at) == (pick_at(1), 1.0, 1)
-    assert choice.reason.startswith("your pool has 1 unlabeled sample per problem (median): ")
+    assert choice.reason.startswith("your pool has 1 unlabeled sample per problem (median), ")
 
 
 def test_a_pool_of_32_samples_per_problem_takes_the_pick_measured_at_32() -> None:
     choice = strategy_for_pool([32] * 10 + [3])
     assert (choice.strategy, choice.median, choice.measured_at) == (pick_at(32), 32.0, 32)
     assert "your pool has 32 unlabeled samples per problem (median)" in choice.reason
-    assert f"{pick_at(32)}, the pick at 32 per problem in BENCHMARKS.md" in choice.reason
+    assert "the shape of 32 per problem in BENCHMARKS.md: " in choice.reason
+    assert choice.reason.endswith(f": {pick_at(32)}, {choice.source}")
 
 
 @pytest.mark.parametrize(

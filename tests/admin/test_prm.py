@@ -365,7 +365,7 @@ def test_prm_page_shows_figures_with_intervals(admin: Admin, engine: Engine) -> 
     assert shape, said
     choice = strategy_for_pool([float(shape.group(1))])
     assert f"chosen by {choice.strategy} ( STEPLABEL_SELECT_STRATEGY" in said
-    pick = f"{choice.strategy}, the pick at {choice.measured_at} per problem in BENCHMARKS.md"
+    pick = f"shape of {choice.measured_at} per problem in BENCHMARKS.md: {choice.strategy}, "
     assert pick in said
     assert "4 per problem" in said and "10% of them a control share" in said
     for title in ("Step AUROC per run", "ProcessBench mean F1 per run", "Best of N per run"):

@@ -511,14 +511,16 @@ def test_the_prm_page_names_the_rule_that_chose_the_strategy(
         lefts = sorted(session.scalars(select(unlabeled.c.left)))
     assert lefts, "the demo leaves an unlabeled pool"
     median = statistics.median(lefts)
-    measured_at, strategy = next((n, s) for low, n, s in SHAPE_RULE if median >= low)
+    measured_at, strategy, source = next(
+        (n, s, why) for low, n, s, why in SHAPE_RULE if median >= low
+    )
     admin.goto("/admin/prm")
     said = admin.locator("#selection-strategy")
     expect(said.locator("strong")).to_have_text(strategy)
     rule = said.locator("#selection-rule")
     expect(rule).to_contain_text(f"your pool has {median:g} unlabeled")
     expect(rule).to_contain_text(
-        f"{strategy}, the pick at {measured_at} per problem in BENCHMARKS.md"
+        f"the shape of {measured_at} per problem in BENCHMARKS.md: {strategy}, {source}"
     )
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     said.screenshot(path=ARTIFACTS / f"prm-rule-{width(admin)}.png")
