@@ -174,12 +174,15 @@ class Settings(BaseSettings):
         "ensemble",
         "convincing_uncertain",
         "diverse",
-    ] = "random_wrong"
+        "by_pool_shape",
+    ] = "by_pool_shape"
     """How a generation is chosen (worker/select.py says each; README, "Choosing what to
     label", has their figures): the paper's convincing wrong answers, a uniform pick, the
     paper's shape at random, or by the PRM's uncertainty (its first-error entropy, its head
     members' disagreement, ActPRM's step uncertainty, the entropy weighed by the chance the
-    PRM is fooled, or ActPRM's spread over the feature space)."""
+    PRM is fooled, or ActPRM's spread over the feature space). The default,
+    ``by_pool_shape``, takes the strategy BENCHMARKS.md measured best for the pool's median
+    unlabeled solutions per problem (app/pool_shape.py, issue 39)."""
 
     select_per_problem: int = Field(default=4, ge=1)
     """Solutions queued per problem by each active-learning selection."""

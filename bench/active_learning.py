@@ -70,6 +70,23 @@ strategy buys more per label. Past the curve's end it is "beyond the largest bud
 at least largest / budget); uniform's own ratio is 1 by definition. Its interval comes from
 the same test draws, its spread from the ratio of each seed against that seed's uniform.
 
+bon32 (``--corpus bon32``, bench/bon32.py; BENCHMARKS.md, issue 39): the paper's regime,
+32 sampled solutions per problem labeled by a simulated labeler that reads Qwen2.5-Math-PRM-7B's
+step scores, ProcessBench's test problems left out. One half of its problems (``--half``:
+``calibration`` to choose on, ``confirmation`` run once, the default) is a pool of
+``--problems`` (64) problems at each of ``--samples`` (1, 8, 32) solutions per problem, one
+run each, plus 16 held-out problems (8 solutions each) judged by the simulated labeler
+beside ProcessBench. The seed set is one solution of each of ``--seed-size`` (16) problems,
+rounds take ``--per-problem`` (2) per problem straight to each of ``--budgets`` (32, 48),
+and every strategy but uniform runs with each of ``--selectors``: ``retrain`` (the PRM
+retrained on every label picks each round) and ``fixed`` (the paper's: the seed set's PRM
+scores the pool once and every round picks by that scoring). Its output: per N the tables,
+a JSON file whose rows carry ``samples``, ``selector`` and ``primary: true`` at 32 and 48
+labels with 32 samples, the rule's picks per N, the worker's ``default_strategy`` for such a
+pool (app/pool_shape.py), and an SVG of each arm's ratio against samples per problem.
+
+    nice -n 19 .venv/bin/python -m bench.active_learning --corpus bon32 --json PATH
+
 Output: a markdown table on stdout, progress (one line per round) on stderr, an SVG of
 both figures against labels (``--plot``, by default test-artifacts/active_learning.svg,
 outside git) and, with ``--json``, every figure and each run's labeled solutions.
@@ -102,7 +119,17 @@ from app.config import get_settings
 from app.content_keys import normalized_problem
 from app.estimates import RESAMPLES, Statistic, percentile_interval, split_units
 from app.models import FinishReason
+from app.pool_shape import strategy_for_pool
 from app.prm800k import completion_dict, dumps, parse_line, question_dict, record_dict, step_dict
+from bench.bon32 import (
+    BON32,
+    HALVES,
+    SAMPLES,
+    Bon32Split,
+    bon32_split,
+    grades_file,
+    load_bon32,
+)
 from bench.prm_quality import HEADS, SHARED_DATA, Split, examples, split
 from bench.prmbench import SUBSET as PRMBENCH
 from bench.prmbench import prmbench_without, problem_group
@@ -142,6 +169,8 @@ SEED_ROW = "seed set (all)"
 WHOLE_POOL_ROW = f"{REFERENCE}, the whole pool"
 """The summary's rows that are not a strategy's: the seed set, and uniform on to the pool."""
 FIGURES = {"f1": "ProcessBench F1", "auroc": "step AUROC"}
+POOL_FIGURES = {"pool_f1": "held-out pool F1", "pool_auroc": "held-out pool step AUROC"}
+"""bon32's second judge: its held-out problems, by the simulated labeler's labels."""
 SPLIT_SEED = 0
 TEST_SHARE = 0.5
 """bench/prm_quality.py's defaults: the same split, so its cached features cover it."""
@@ -153,6 +182,26 @@ MODEL_SEED = 0
 DEFAULT_SUBSETS = ("gsm8k", "math")
 """The subsets whose SmolLM2 features bench/prm_quality.py caches (see the docstring)."""
 DEFAULT_PLOT = Path("test-artifacts") / "active_learning.svg"
+BON32_PROBLEMS = 64
+BON32_HELD_OUT_PROBLEMS = 16
+"""The default bon32 configuration's pool and held-out problems per half (half GSM8K,
+half MATH-500): sized so that it runs from a cold feature cache in under an hour on 2 CPU
+cores (BENCHMARKS.md, issue 39); ``--problems 0`` takes the whole half (a GPU's job)."""
+BON32_SAMPLES = (1, 8, 32)
+BON32_SEED_SIZE, BON32_BUDGETS, BON32_PER_PROBLEM = 16, "32,48", 2
+BON32_STRATEGIES: tuple[Strategy, ...] = (
+    "uniform",
+    "convincing_wrong",
+    "random_wrong",
+    "uncertain",
+    "ensemble",
+)
+"""The pre-registered five of issue 39: the reference, the paper's rule, its shape at random,
+and the two uncertainty rules that did best in issue 24; each in both selectors."""
+SELECTORS = ("retrain", "fixed")
+"""How the selector is made: ``retrain``, the PRM retrained on every label so far picks
+each round (this bench's loop); ``fixed``, the paper's (section 4.2): the PRM trained once
+on the seed set scores the pool once, and every round picks by that one scoring."""
 LEARNER_HEAD = "all-x5"
 """The learner's head: the worker's default reads the same features with five MLP members,
 which retrain 560 times in a 10-seed run in hours on 2 cores; five linear members, in under
@@ -204,6 +253,8 @@ class Data:
     """The problem of each pool solution, as the selection groups them."""
     notes: dict[str, Any]
     """What the corpus is, and what was left out of it."""
+    held_out: list[ProcessBenchItem] = field(default_factory=list)
+    """Pool problems never picked from, judged by the simulated labeler (bon32)."""
 
     @property
     def pool(self) -> list[ProcessBenchItem]:
@@ -214,6 +265,8 @@ def load(options: argparse.Namespace) -> Data:
     """The corpus split by problem: ProcessBench's subsets, or PRMBench (its trajectories
     whose problem is a ProcessBench test problem left out)."""
     notes: dict[str, Any] = {"corpus": options.corpus}
+    if options.corpus == BON32:
+        return bon32_data(options)
     if options.corpus == PRMBENCH:
         items, dropped = prmbench_corpus(options.data, options.per_subset)
         notes["trajectories_dropped_as_processbench_test_problems"] = dropped
@@ -232,6 +285,38 @@ def load(options: argparse.Namespace) -> Data:
         [training_example(i) for i in parts.train],
         [problem_key(group(i)) for i in parts.train],
         notes,
+    )
+
+
+def bon32_data(options: argparse.Namespace) -> Data:
+    """One half of bon32 (``--half``): its pool at ``--samples`` solutions per problem and
+    its held-out problems, judged beside ProcessBench's gsm8k and math subsets split as
+    every other table splits them (its calibration problems choose the threshold)."""
+    corpus = load_bon32(options.data, grades_file(options.data))
+    problems = options.problems or None
+    parts: Bon32Split = bon32_split(
+        corpus, options.half, options.samples, problems, problems and BON32_HELD_OUT_PROBLEMS
+    )
+    processbench = load_processbench(options.data, list(DEFAULT_SUBSETS))
+    judged = split(processbench, TEST_SHARE, SPLIT_SEED)
+    pool = [s.item for s in parts.pool]
+    tests = {normalized_problem(i.problem) for i in judged.test}
+    if any(normalized_problem(i.problem) in tests for i in pool):
+        raise ValueError("a ProcessBench test problem is in the pool")
+    notes = {
+        **corpus.notes,
+        "half": options.half,
+        "samples_per_problem": options.samples,
+        "pool_problems": len({s.problem_id for s in parts.pool}),
+        "held_out_problems": len({s.problem_id for s in parts.held_out}),
+        "held_out_solutions": len(parts.held_out),
+    }
+    return Data(
+        Split(pool, judged.calibration, judged.test),
+        [training_example(i) for i in pool],
+        [problem_key(s.problem_id) for s in parts.pool],
+        notes,
+        [s.item for s in parts.held_out],
     )
 
 
@@ -289,11 +374,12 @@ class Learner:
             f"{', '.join(head.head_readings)}"
         )
 
-    def warm(self, data: Data, progress: Progress) -> Throughput:
-        """Put every sequence the runs will read into the cache: every whole solution, then
-        the labeled paths (a path that stops at an error is a step prefix of its solution,
-        read from it for free)."""
-        everything = [*data.pool, *data.split.calibration, *data.split.test]
+    def warm(self, data: Data, progress: Progress, judge: str = "test") -> Throughput:
+        """Put every sequence the runs will read into the cache: every whole solution (the
+        test problems' only where they are judged), then the labeled paths (a path that
+        stops at an error is a step prefix of its solution, read from it for free)."""
+        tests = data.split.test if judge == "test" else []
+        everything = [*data.pool, *data.split.calibration, *tests, *data.held_out]
         items = [(i.problem, i.steps) for i in everything]
         items += [(e.problem, e.steps) for e in data.examples]
         if self.cache is None:  # full or lora: the backbone trains, nothing to cache
@@ -375,15 +461,27 @@ class Snapshot:
     auroc: Statistic | None
     """None where the test steps are too few (``StepSet.shortage``)."""
     problems: int
+    pool_f1: Statistic | None = None
+    pool_strata: list[int] = field(default_factory=list)
+    pool_auroc: Statistic | None = None
+    pool_problems: int = 0
+    """The same on the held-out pool problems, by the simulated labeler (bon32 only)."""
 
     def statistic(self, figure: str) -> Statistic | None:
-        return self.f1 if figure == "f1" else self.auroc
+        return {
+            "f1": self.f1,
+            "auroc": self.auroc,
+            "pool_f1": self.pool_f1,
+            "pool_auroc": self.pool_auroc,
+        }[figure]
 
     def units(self, figure: str) -> tuple[int, list[int] | None]:
         """How many units the figure's bootstrap draws, and their strata."""
         if figure == "f1":
             return len(self.f1_strata), self.f1_strata
-        return self.problems, None
+        if figure == "pool_f1":
+            return len(self.pool_strata), self.pool_strata
+        return (self.pool_problems if figure == "pool_auroc" else self.problems), None
 
     def value(self, figure: str) -> float | None:
         statistic = self.statistic(figure)
@@ -407,6 +505,7 @@ def judged(learner: Learner, data: Data, labeled: list[int], judge: str) -> Judg
     the calibration problems alone, never reading a test problem."""
     calibration = data.split.calibration
     solutions = calibration if judge == "calibration" else [*calibration, *data.split.test]
+    solutions = [*solutions, *data.held_out]
     negatives = sum(data.pool[i].label >= 0 for i in labeled)
     return Judged(len(labeled), negatives, learner.probabilities(solutions))
 
@@ -421,26 +520,53 @@ def snapshot(reading: Judged, data: Data, judge: str) -> Snapshot:
     threshold = evaluate.choose_threshold(
         evaluate.FirstErrors(step_scores[: len(calibration)], [i.label for i in calibration])
     )
-    probabilities = probabilities[-len(test) :]
-    tested = step_scores[-len(test) :]
-    subsets = {
-        name: evaluate.FirstErrors(
-            [s for s, i in zip(tested, test, strict=True) if i.subset == name],
-            [i.label for i in test if i.subset == name],
+    start = 0 if judge == "calibration" else len(calibration)
+    end = start + len(test)
+    f1, strata, auroc, problems = _judged_on(
+        test, step_scores[start:end], probabilities[start:end], threshold
+    )
+    pool: dict[str, Any] = {}
+    if data.held_out:
+        pool_f1, pool_strata, pool_auroc, pool_problems = _judged_on(
+            data.held_out, step_scores[end:], probabilities[end:], threshold
         )
-        for name in dict.fromkeys(i.subset for i in test)
-    }
-    f1, strata = evaluate.mean_f1_statistic(subsets, threshold)
-    steps = step_set(examples(test), probabilities)
+        pool = {
+            "pool_f1": pool_f1,
+            "pool_strata": pool_strata,
+            "pool_auroc": pool_auroc,
+            "pool_problems": pool_problems,
+        }
     return Snapshot(
         labels=reading.labels,
         negatives=reading.negatives,
         threshold=threshold,
-        f1=remembered(f1),
-        f1_strata=strata.tolist(),
-        auroc=None if steps.shortage() else remembered(steps.auroc_statistic()),
-        problems=len(steps.ratings),
+        f1=f1,
+        f1_strata=strata,
+        auroc=auroc,
+        problems=problems,
+        **pool,
     )
+
+
+def _judged_on(
+    items: Sequence[ProcessBenchItem],
+    step_scores: list[list[float]],
+    probabilities: list[np.ndarray],
+    threshold: float,
+) -> tuple[Statistic, list[int], Statistic | None, int]:
+    """F1 (the subsets' mean at ``threshold``) with its strata, and step AUROC (None where
+    the steps are too few) with its problem count, on ``items``."""
+    subsets = {
+        name: evaluate.FirstErrors(
+            [s for s, i in zip(step_scores, items, strict=True) if i.subset == name],
+            [i.label for i in items if i.subset == name],
+        )
+        for name in dict.fromkeys(i.subset for i in items)
+    }
+    f1, strata = evaluate.mean_f1_statistic(subsets, threshold)
+    steps = step_set(examples(items), probabilities)
+    auroc = None if steps.shortage() else remembered(steps.auroc_statistic())
+    return remembered(f1), strata.tolist(), auroc, len(steps.ratings)
 
 
 # The rounds
@@ -471,12 +597,36 @@ class Run:
     strategy: Strategy
     labeled: list[int]
     judged: dict[int, Judged]
+    selector: str = "retrain"
+    """``SELECTORS``: who picks each round."""
+    rescorings: int = 0
+    """How often the selector scored the pool again after the seed set (0: fixed)."""
     seconds: float = 0.0
     """Selecting, training and scoring the pool, all rounds (the seed set's not counted)."""
     rounds: int = 0
     snapshots: dict[int, Snapshot] = field(default_factory=dict)
     """``judged``, judged: filled in the main process (a snapshot's statistics are
     closures, which do not travel between processes)."""
+
+    @property
+    def arm(self) -> str:
+        return arm_name(self.strategy, self.selector)
+
+
+def arm_name(strategy: Strategy, selector: str) -> str:
+    """A strategy with its selector, as the rows name it: the retrained one (this bench's
+    loop, the worker's) by the strategy's name alone; uniform reads no score, so it has one."""
+    return strategy if selector == "retrain" or strategy == REFERENCE else f"{strategy}, fixed"
+
+
+def arms(options: argparse.Namespace) -> list[tuple[Strategy, str]]:
+    """Every (strategy, selector) a seed runs: uniform once, the others once per selector."""
+    return [
+        (strategy, selector)
+        for strategy in options.strategies
+        for selector in options.selectors
+        if strategy != REFERENCE or selector == options.selectors[0]
+    ]
 
 
 @dataclass(frozen=True)
@@ -514,12 +664,26 @@ def plan_for(
 
 def start(learner: Learner, data: Data, seed: int, options: argparse.Namespace) -> Start:
     started = time.perf_counter()
-    labeled = random.Random(seed).sample(range(len(data.pool)), options.schedule.seed_size)
+    labeled = seed_set(data, seed, options.schedule.seed_size, options.corpus == BON32)
     learner.fit([data.examples[i] for i in labeled])
     unlabeled = sorted(set(range(len(data.pool))) - set(labeled))
     candidates = learner.candidates(data, unlabeled)
     seconds = time.perf_counter() - started
     return Start(seed, labeled, judged(learner, data, labeled, options.judge), candidates, seconds)
+
+
+def seed_set(data: Data, seed: int, size: int, one_per_problem: bool) -> list[int]:
+    """The seed's uniform seed set: ``size`` pool solutions, or in the paper's shape
+    (``one_per_problem``) one solution of each of ``size`` problems."""
+    rng = random.Random(seed)
+    if not one_per_problem:
+        return rng.sample(range(len(data.pool)), size)
+    by_problem: dict[int, list[int]] = {}
+    for index, problem in enumerate(data.problems):
+        by_problem.setdefault(problem, []).append(index)
+    if size > len(by_problem):
+        raise ValueError(f"a seed set of {size} problems, of {len(by_problem)}")
+    return [rng.choice(by_problem[p]) for p in rng.sample(sorted(by_problem), size)]
 
 
 def grow(
@@ -529,10 +693,16 @@ def grow(
     begun: Start,
     options: argparse.Namespace,
     progress: Progress,
+    selector: str = "retrain",
 ) -> Run:
-    """Label round after round by ``strategy`` from the seed set up to the largest budget."""
+    """Label round after round by ``strategy`` from the seed set up to the largest budget:
+    each round picked by the PRM retrained on every label so far (``retrain``), or by the
+    seed set's PRM's one scoring of the pool (``fixed``, the paper's selector), while the
+    PRM that is judged is retrained on every label either way."""
     schedule: Schedule = options.schedule
-    run = Run(begun.seed, strategy, list(begun.labeled), {len(begun.labeled): begun.judged})
+    run = Run(
+        begun.seed, strategy, list(begun.labeled), {len(begun.labeled): begun.judged}, selector
+    )
     candidates = begun.candidates
     while len(run.labeled) < schedule.budgets[-1]:
         started = time.perf_counter()
@@ -542,11 +712,18 @@ def grow(
         if len(chosen) != size or set(chosen) & set(run.labeled):
             raise RuntimeError(f"{strategy} chose {len(chosen)} of {size}, or labeled ones")
         run.labeled += chosen
-        learner.fit([data.examples[i] for i in run.labeled])
-        if len(run.labeled) < schedule.budgets[-1]:
-            taken = set(run.labeled)
-            unlabeled = [c.solution_id for c in candidates if c.solution_id not in taken]
-            candidates = learner.candidates(data, unlabeled)
+        taken = set(run.labeled)
+        unlabeled = [c.solution_id for c in candidates if c.solution_id not in taken]
+        if selector == "fixed":
+            candidates = [c for c in candidates if c.solution_id not in taken]
+            # The judged PRM needs training only where it is judged; the selector, never.
+            if len(run.labeled) in schedule.budgets:
+                learner.fit([data.examples[i] for i in run.labeled])
+        else:
+            learner.fit([data.examples[i] for i in run.labeled])
+            if len(run.labeled) < schedule.budgets[-1]:
+                candidates = learner.candidates(data, unlabeled)
+                run.rescorings += 1
         seconds = time.perf_counter() - started
         run.seconds += seconds
         run.rounds += 1
@@ -556,7 +733,7 @@ def grow(
             run.judged[len(run.labeled)] = reading
             figures = _figures(snapshot(reading, data, options.judge))
         progress.line(
-            f"seed {run.seed} {strategy}: {len(run.labeled)} labels, round {seconds:.1f} s{figures}"
+            f"seed {run.seed} {run.arm}: {len(run.labeled)} labels, round {seconds:.1f} s{figures}"
         )
     return run
 
@@ -574,7 +751,7 @@ def seed_runs(
     progress.line(
         f"seed {seed}: seed set of {len(begun.labeled)} in {begun.seconds:.1f} s" + _figures(shot)
     )
-    runs = [grow(learner, data, s, begun, options, progress) for s in options.strategies]
+    runs = [grow(learner, data, s, begun, options, progress, sel) for s, sel in arms(options)]
     return begun.seconds, runs
 
 
@@ -652,14 +829,14 @@ def compare(data: Data, options: argparse.Namespace, progress: Progress) -> dict
     """Every strategy from every seed's seed set; the runs and the setup's timings."""
     learner = Learner.load(options)
     progress.line(f"the PRM: {options.model}, {learner.described}")
-    warmed = learner.warm(data, progress)
+    warmed = learner.warm(data, progress, options.judge)
     progress.line(f"features of {warmed.sequences} new sequences in {warmed.seconds:.1f} s")
     # Past the warm-up the backbone never runs: the rounds train a linear head on cached
     # features, whose tiny matrix products two threads slow ninefold on a busy machine.
     threads = torch.get_num_threads()
     if learner.args.mode == "head":
         torch.set_num_threads(1)
-    runs: dict[Strategy, list[Run]] = {s: [] for s in options.strategies}
+    runs: dict[str, list[Run]] = {arm_name(s, sel): [] for s, sel in arms(options)}
     starts = []
     # A seed's runs share its seed set's reading (one object, after a worker's pickling
     # too): judge it once, so that they share its snapshot and its bootstrap memo.
@@ -674,7 +851,7 @@ def compare(data: Data, options: argparse.Namespace, progress: Progress) -> dict
         starts.append(round(seconds, 1))
         for run in of_seed:
             run.snapshots = {n: judge(reading) for n, reading in run.judged.items()}
-            runs[run.strategy].append(run)
+            runs[run.arm].append(run)
     whole = None
     if len(data.pool) > options.schedule.budgets[-1]:
         # Uniform's curve goes on to the whole pool, the same labels for every seed: how
@@ -825,15 +1002,23 @@ def efficiency(
     }
 
 
+def figures_of(runs: dict[str, list[Run]]) -> list[str]:
+    """The figures the runs were judged by: ProcessBench's, and the held-out pool's where
+    the corpus has held-out problems (bon32)."""
+    shot = next(iter(runs[REFERENCE][0].snapshots.values()))
+    return [*FIGURES, *(POOL_FIGURES if shot.pool_f1 is not None else ())]
+
+
 def summarize(
-    runs: dict[Strategy, list[Run]], schedule: Schedule, whole: Snapshot | None
+    runs: dict[str, list[Run]], schedule: Schedule, whole: Snapshot | None
 ) -> list[dict[str, Any]]:
     """One row per strategy and budget (and one for the shared seed set). Uniform's curve,
     the reference, runs on to the whole pool where it is larger than the largest budget."""
+    figures = figures_of(runs)
     reference = {n: [r.snapshots[n] for r in runs[REFERENCE]] for n in schedule.sizes}
     if whole is not None:
         reference[whole.labels] = [whole] * len(runs[REFERENCE])
-    rows = [_row(SEED_ROW, reference[schedule.seed_size], {})]
+    rows = [_row(SEED_ROW, reference[schedule.seed_size], {}, figures)]
     for strategy, strategy_runs in runs.items():
         for budget in schedule.budgets:
             shots = [r.snapshots[budget] for r in strategy_runs]
@@ -843,19 +1028,21 @@ def summarize(
                     if strategy == REFERENCE
                     else efficiency(reference, shots, budget, figure)
                 )
-                for figure in FIGURES
+                for figure in figures
             }
-            rows.append(_row(strategy, shots, ratios))
+            rows.append(_row(strategy, shots, ratios, figures))
     if whole is not None:
-        rows.append(_row(WHOLE_POOL_ROW, [whole], {}))
+        rows.append(_row(WHOLE_POOL_ROW, [whole], {}, figures))
     return rows
 
 
-def _row(name: str, shots: list[Snapshot], ratios: dict[str, Any]) -> dict[str, Any]:
+def _row(
+    name: str, shots: list[Snapshot], ratios: dict[str, Any], figures: Sequence[str]
+) -> dict[str, Any]:
     return {
         "strategy": name,
         "labels": shots[0].labels,
-        **{figure: estimate(shots, figure) for figure in FIGURES},
+        **{figure: estimate(shots, figure) for figure in figures},
         "ratio": ratios,
         "negatives_per_label": float(np.mean([s.negatives / s.labels for s in shots])),
     }
@@ -898,9 +1085,18 @@ def show_ratio(ratio: dict[str, Any] | None) -> str:
 PRIMARY_BUDGETS = (200, 400)
 """Where issue 24's primary figure reads the ratios, fixed before any run (BENCHMARKS.md)."""
 PRIMARY_FIGURES = ("f1", "auroc")
+BON32_PRIMARY_BUDGETS = (32, 48)
+BON32_PRIMARY_SAMPLES = 32
+BON32_CHOICE_FIGURES = ("f1", "auroc", "pool_f1", "pool_auroc")
+"""Issue 39's, fixed before any run (BENCHMARKS.md): the ratios at 32 and 48 labels with 32
+samples per problem; the choice reads ProcessBench's and the held-out pool's figures."""
 
 
-def primary_figure(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def primary_figure(
+    rows: list[dict[str, Any]],
+    budgets: Sequence[int] = PRIMARY_BUDGETS,
+    figures_read: Sequence[str] = PRIMARY_FIGURES,
+) -> list[dict[str, Any]]:
     """Per strategy other than uniform, its ratios (uniform's labels per label) for F1 and
     step AUROC at each primary budget, and their geometric mean (None where a ratio is
     missing), highest first: the number the rule written before the runs reads."""
@@ -911,21 +1107,25 @@ def primary_figure(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         at = {r["labels"]: r for r in rows if r["strategy"] == strategy}
         ratios = {
             f"{figure}@{budget}": at[budget]["ratio"].get(figure)
-            for budget in PRIMARY_BUDGETS
+            for budget in budgets
             if budget in at
-            for figure in PRIMARY_FIGURES
+            for figure in figures_read
         }
         values = [r["value"] for r in ratios.values() if r and r["status"] == "ok"]
-        whole = len(values) == len(PRIMARY_BUDGETS) * len(PRIMARY_FIGURES)
+        whole = len(values) == len(budgets) * len(figures_read)
         mean = math.exp(sum(map(math.log, values)) / len(values)) if whole else None
         figures.append({"strategy": strategy, "ratios": ratios, "geometric_mean": mean})
     # None (a ratio missing) sorts last: every ratio is above 0.
     return sorted(figures, key=lambda f: f["geometric_mean"] or 0.0, reverse=True)
 
 
-def rule_pick(primary: list[dict[str, Any]]) -> str:
+def rule_pick(primary: list[dict[str, Any]], retrained_only: bool = False) -> str:
     """The rule of BENCHMARKS.md, on ``primary_figure``'s list (highest first): the strategy
-    with the highest geometric mean, provided it is above 1; otherwise uniform."""
+    with the highest geometric mean, provided it is above 1; otherwise uniform. With
+    ``retrained_only`` (issue 39's product rule: the worker retrains its selector every run)
+    the fixed selector's arms are left out."""
+    if retrained_only:
+        primary = [f for f in primary if not str(f["strategy"]).endswith(", fixed")]
     best = primary[0] if primary else None
     if best and (best["geometric_mean"] or 0.0) > 1:
         return str(best["strategy"])
@@ -949,13 +1149,17 @@ def print_table(result: dict[str, Any], out: TextIO = sys.stdout) -> None:
     print("|---|---|---|---|---|---|---|", file=out)
     for row in result["rows"]:
         print(
-            f"| {row['strategy']} | {row['labels']} | {show_estimate(row['f1'])} "
+            f"| {row.get('arm', row['strategy'])} | {row['labels']} | {show_estimate(row['f1'])} "
             f"| {show_estimate(row['auroc'])} | {show_ratio(row['ratio'].get('f1'))} "
             f"| {show_ratio(row['ratio'].get('auroc'))} | {row['negatives_per_label']:.2f} |",
             file=out,
         )
     print(file=out)
-    print_primary(result["primary"], setup["judged_on"] == "calibration", out)
+    if any(POOL_FIGURES.keys() & row.keys() for row in result["rows"]):
+        print_pool_table(result["rows"], out)
+    print_primary(
+        result["primary"], setup["judged_on"] == "calibration", out, result.get("budgets_read")
+    )
     print("| strategy | rounds | select + train + score, s (all seeds) | per round, s |", file=out)
     print("|---|---|---|---|", file=out)
     for name, compute in result["compute"].items():
@@ -966,13 +1170,34 @@ def print_table(result: dict[str, Any], out: TextIO = sys.stdout) -> None:
         )
 
 
-def print_primary(primary: list[dict[str, Any]], choosing: bool, out: TextIO) -> None:
+def print_pool_table(rows: list[dict[str, Any]], out: TextIO) -> None:
+    """bon32's second judge: the held-out pool problems, by the simulated labeler."""
+    print(
+        "| strategy | labels | held-out pool F1 [95% CI] (sd) | held-out pool step AUROC "
+        "[95% CI] (sd) | uniform's labels per label, pool F1 | same, pool AUROC |",
+        file=out,
+    )
+    print("|---|---|---|---|---|---|", file=out)
+    for row in rows:
+        print(
+            f"| {row.get('arm', row['strategy'])} | {row['labels']} "
+            f"| {show_estimate(row['pool_f1'])} | {show_estimate(row['pool_auroc'])} "
+            f"| {show_ratio(row['ratio'].get('pool_f1'))} "
+            f"| {show_ratio(row['ratio'].get('pool_auroc'))} |",
+            file=out,
+        )
+    print(file=out)
+
+
+def print_primary(
+    primary: list[dict[str, Any]], choosing: bool, out: TextIO, columns: list[str] | None = None
+) -> None:
     """The primary figure's table, where the run has its budgets, and, on calibration
     problems (``choosing``), the rule's pick; a run judged on test problems confirms and
     never chooses."""
     if not any(f["geometric_mean"] is not None for f in primary):
         return
-    columns = [f"{f}@{b}" for b in PRIMARY_BUDGETS for f in PRIMARY_FIGURES]
+    columns = columns or [f"{f}@{b}" for b in PRIMARY_BUDGETS for f in PRIMARY_FIGURES]
     print(f"| strategy | {' | '.join(columns)} | geometric mean |", file=out)
     print("|---" * (len(columns) + 2) + "|", file=out)
     for figure in primary:
@@ -1094,6 +1319,112 @@ def _panel(
     return "\n".join(parts)
 
 
+def svg_ratio_by_samples(rows: list[dict[str, Any]]) -> str:
+    """bon32's plot: each arm's ratio (uniform's labels per label) against samples per
+    problem, log-log, one panel per figure and primary budget, 95% intervals as bars."""
+    samples = sorted({r["samples"] for r in rows})
+    budgets = sorted({r["labels"] for r in rows if r.get("primary")})
+    arms_shown = list(dict.fromkeys(r["arm"] for r in rows if "arm" in r))
+    panels = [
+        _ratio_panel(rows, figure, budget, samples, arms_shown, k * (PANEL_WIDTH + MARGIN))
+        for k, (figure, budget) in enumerate((f, b) for f in PRIMARY_FIGURES for b in budgets)
+    ]
+    legend = [
+        f'<text x="{MARGIN + 10 + 220 * (k % 4)}" y="{PANEL_HEIGHT + 2 * MARGIN + 16 * (k // 4)}" '
+        f'fill="{_arm_color(a)}" font-size="12">{a}{" (dashed)" if a.endswith("fixed") else ""}'
+        "</text>"
+        for k, a in enumerate(arms_shown)
+    ]
+    width = len(panels) * (PANEL_WIDTH + MARGIN) + MARGIN
+    height = PANEL_HEIGHT + 2 * MARGIN + 16 * (len(arms_shown) // 4 + 1) + 10
+    return "\n".join(
+        [
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            'font-family="sans-serif">',
+            f'<rect width="{width}" height="{height}" fill="white"/>',
+            *panels,
+            *legend,
+            "</svg>",
+            "",
+        ]
+    )
+
+
+def _arm_color(arm: str) -> str:
+    return COLORS.get(arm.removesuffix(", fixed"), "#000")
+
+
+def _ratio_panel(
+    rows: list[dict[str, Any]],
+    figure: str,
+    budget: int,
+    samples: list[int],
+    arms_shown: list[str],
+    left: int,
+) -> str:
+    shown = [
+        r
+        for r in rows
+        if r["labels"] == budget and "arm" in r and r["ratio"].get(figure, {}).get("status") == "ok"
+    ]
+    if not shown:
+        return ""
+    values = [v for r in shown for v in (r["ratio"][figure]["low"], r["ratio"][figure]["high"])]
+    bottom, top = math.log(min(min(values), 0.5)), math.log(max(max(values), 2.0))
+
+    def x(n: int) -> float:
+        share = (
+            0.5
+            if len(samples) < 2
+            else math.log(n / samples[0]) / math.log(samples[-1] / samples[0])
+        )
+        return left + MARGIN + 20 + share * (PANEL_WIDTH - 40)
+
+    def y(ratio: float) -> float:
+        return MARGIN + (1 - (math.log(ratio) - bottom) / (top - bottom)) * PANEL_HEIGHT
+
+    parts = [
+        f'<text x="{left + MARGIN}" y="{MARGIN - 20}" font-size="14">'
+        f"{FIGURES[figure]}: uniform's labels per label at {budget}</text>",
+        f'<rect x="{left + MARGIN}" y="{MARGIN}" width="{PANEL_WIDTH}" '
+        f'height="{PANEL_HEIGHT}" fill="none" stroke="#999"/>',
+    ]
+    for ratio in (0.5, 1.0, 2.0):
+        parts.append(
+            f'<line x1="{left + MARGIN}" x2="{left + MARGIN + PANEL_WIDTH}" y1="{y(ratio):.1f}" '
+            f'y2="{y(ratio):.1f}" stroke="#bbb" '
+            f'stroke-dasharray="{"none" if ratio == 1 else "3,3"}"/>'
+            f'<text x="{left + MARGIN - 4}" y="{y(ratio) + 3:.1f}" font-size="10" '
+            f'text-anchor="end">{ratio:g}</text>'
+        )
+    for n in samples:
+        parts.append(
+            f'<text x="{x(n):.1f}" y="{MARGIN + PANEL_HEIGHT + 15}" font-size="10" '
+            f'text-anchor="middle">{n}</text>'
+        )
+    for k, arm in enumerate(arms_shown):
+        points = sorted((r["samples"], r["ratio"][figure]) for r in shown if r["arm"] == arm)
+        if not points:
+            continue
+        color, nudge = _arm_color(arm), (k - len(arms_shown) / 2) * 2.0
+        dash = ' stroke-dasharray="5,3"' if arm.endswith("fixed") else ""
+        line = [(x(n) + nudge, y(e["value"])) for n, e in points]
+        parts.append(
+            f'<polyline points="{_points(line)}" fill="none" stroke="{color}" '
+            f'stroke-width="1.5"{dash}/>'
+        )
+        for n, e in points:
+            parts.append(
+                f'<line x1="{x(n) + nudge:.1f}" x2="{x(n) + nudge:.1f}" y1="{y(e["low"]):.1f}" '
+                f'y2="{y(e["high"]):.1f}" stroke="{color}" stroke-opacity="0.6"/>'
+            )
+    parts.append(
+        f'<text x="{left + MARGIN + PANEL_WIDTH / 2}" y="{MARGIN + PANEL_HEIGHT + 32}" '
+        'font-size="11" text-anchor="middle">samples per problem (log scale)</text>'
+    )
+    return "\n".join(parts)
+
+
 def _points(points: list[tuple[float, float]]) -> str:
     return " ".join(f"{a:.1f},{b:.1f}" for a, b in points)
 
@@ -1106,6 +1437,8 @@ def to_json(result: dict[str, Any], data: Data) -> dict[str, Any]:
             {
                 "seed": run.seed,
                 "strategy": run.strategy,
+                "selector": run.selector,
+                "rescorings": run.rescorings,
                 "rounds": run.rounds,
                 "seconds": round(run.seconds, 2),
                 "labeled": [data.pool[i].id for i in run.labeled],
@@ -1138,9 +1471,32 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument(
         "--corpus",
-        choices=("processbench", PRMBENCH),
+        choices=("processbench", PRMBENCH, BON32),
         default="processbench",
-        help="prmbench: the paper's regime, up to 9 labeled solutions per problem",
+        help="prmbench: the paper's regime, up to 9 labeled solutions per problem; bon32: "
+        "32 sampled solutions per problem, labeled by the 7B PRM's simulated labeler",
+    )
+    parser.add_argument(
+        "--half",
+        choices=HALVES,
+        default=HALVES[1],
+        help="bon32: the half of its problems to run on (calibration: to choose on)",
+    )
+    parser.add_argument(
+        "--samples",
+        default=",".join(map(str, BON32_SAMPLES)),
+        help="bon32: samples per problem in the pool, one run each (the first N of the 32)",
+    )
+    parser.add_argument(
+        "--problems",
+        type=int,
+        default=BON32_PROBLEMS,
+        help=f"bon32: pool problems (and {BON32_HELD_OUT_PROBLEMS} held out); 0: the whole "
+        "half (a GPU's job)",
+    )
+    parser.add_argument(
+        "--selectors",
+        help=f"{', '.join(SELECTORS)} (default: both on bon32, retrain elsewhere)",
     )
     parser.add_argument(
         "--subsets", default=",".join(DEFAULT_SUBSETS), help=", ".join(PROCESSBENCH_SUBSETS)
@@ -1163,7 +1519,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default=LEARNER_HEAD,
         help="a head of bench/prm_quality.py (default: five linear members on every reading)",
     )
-    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument(
+        "--strategies",
+        help=f"default: every one; bon32: {','.join(BON32_STRATEGIES)} (BENCHMARKS.md, issue 39)",
+    )
     parser.add_argument("--seeds", type=int, default=10, help="seeds 0 .. N-1")
     parser.add_argument(
         "--workers",
@@ -1171,10 +1530,18 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="seeds run side by side in this many processes (default: in head mode one per "
         "CPU core, at most one per seed; otherwise 1, in this process)",
     )
-    parser.add_argument("--seed-size", type=int, default=50, help="the uniform seed set")
-    parser.add_argument("--budgets", default="100,200,400", help="cumulative labels")
-    parser.add_argument("--batch", type=int, default=50, help="labels per round (0: to the budget)")
-    parser.add_argument("--per-problem", type=int, default=0, help="K per problem (0: global)")
+    parser.add_argument(
+        "--seed-size",
+        type=int,
+        help="the uniform seed set (default 50; bon32: one solution of each of 16 problems)",
+    )
+    parser.add_argument("--budgets", help="cumulative labels (default 100,200,400; bon32: 32,48)")
+    parser.add_argument(
+        "--batch", type=int, help="labels per round, 0: to the budget (default 50; bon32: 0)"
+    )
+    parser.add_argument(
+        "--per-problem", type=int, help="K per problem per round, 0: global (bon32: 2)"
+    )
     parser.add_argument("--wrong-share", type=float, default=SelectionPlan.wrong_share)
     parser.add_argument("--cache-dir", type=Path, help="default: <checkpoint_dir>/feature-cache")
     parser.add_argument("--plot", type=Path, default=DEFAULT_PLOT)
@@ -1186,7 +1553,28 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "the same options left there",
     )
     options = parser.parse_args(argv)
-    strategies = options.strategies.split(",")
+    bon32 = options.corpus == BON32
+    defaults = (
+        (BON32_SEED_SIZE, BON32_BUDGETS, 0, BON32_PER_PROBLEM)
+        if bon32
+        else (50, "100,200,400", 50, 0)
+    )
+    for name, default in zip(
+        ("seed_size", "budgets", "batch", "per_problem"), defaults, strict=True
+    ):
+        if getattr(options, name) is None:
+            setattr(options, name, default)
+    options.selectors = (
+        options.selectors or ",".join(SELECTORS if bon32 else SELECTORS[:1])
+    ).split(",")
+    if not options.selectors or not set(options.selectors) <= set(SELECTORS):
+        parser.error(f"selectors from {', '.join(SELECTORS)}")
+    options.samples = [int(n) for n in str(options.samples).split(",")] if bon32 else [0]
+    if any(n < 1 or n > SAMPLES for n in options.samples) and bon32:
+        parser.error(f"--samples: between 1 and {SAMPLES}")
+    strategies = (options.strategies or ",".join(BON32_STRATEGIES if bon32 else STRATEGIES)).split(
+        ","
+    )
     if REFERENCE not in strategies or not set(strategies) <= set(STRATEGIES):
         parser.error(f"strategies from {', '.join(STRATEGIES)}, {REFERENCE} among them")
     options.strategies = [REFERENCE, *(s for s in strategies if s != REFERENCE)]
@@ -1204,31 +1592,91 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return options
 
 
-def main(argv: list[str] | None = None) -> int:
-    options = parse(argv)
-    progress = Progress()
+def run_once(options: argparse.Namespace, progress: Progress) -> tuple[dict[str, Any], Data]:
+    """Every arm from every seed on one corpus (for bon32, at one ``samples`` per problem):
+    the rows, the primary figure, the compute."""
     data = load(options)
     if options.schedule.budgets[-1] > len(data.pool):
         raise SystemExit(f"the largest budget exceeds the pool of {len(data.pool)} solutions")
     progress.line(
         f"{options.corpus}: pool {len(data.pool)}, calibration {len(data.split.calibration)}, "
-        f"test {len(data.split.test)} solutions"
+        f"test {len(data.split.test)}, held-out pool {len(data.held_out)} solutions"
     )
     result = compare(data, options, progress)
-    runs: dict[Strategy, list[Run]] = result["runs"]
-    result["rows"] = summarize(runs, options.schedule, result.pop("whole_pool"))
-    result["primary"] = primary_figure(result["rows"])
+    runs: dict[str, list[Run]] = result["runs"]
+    rows = summarize(runs, options.schedule, result.pop("whole_pool"))
+    bon32 = options.corpus == BON32
+    budgets = BON32_PRIMARY_BUDGETS if bon32 else PRIMARY_BUDGETS
+    read = BON32_CHOICE_FIGURES if bon32 else PRIMARY_FIGURES
+    result["primary"] = primary_figure(rows, budgets, read)
+    result["budgets_read"] = [f"{f}@{b}" for b in budgets for f in read]
+    primary = not bon32 or options.samples == BON32_PRIMARY_SAMPLES
+    result["rows"] = [annotated(row, budgets if primary else (), options) for row in rows]
     result["compute"] = {
         s: {"seconds": sum(r.seconds for r in rs), "rounds": sum(r.rounds for r in rs)}
         for s, rs in runs.items()
     }
-    result["wall_seconds"] = round(time.perf_counter() - progress.started, 1)
-    progress.line(f"done in {result['wall_seconds']} s")
-    print_table(result)
+    return result, data
+
+
+def annotated(
+    row: dict[str, Any], primary_budgets: Sequence[int], options: argparse.Namespace
+) -> dict[str, Any]:
+    """A summary row with its strategy and selector apart (bon32: and its samples per
+    problem), and ``primary: true`` at the pre-registered primary budgets."""
+    arm = row["strategy"]
+    strategy, fixed = arm.removesuffix(", fixed"), arm.endswith(", fixed")
+    extra: dict[str, Any] = {}
+    if options.corpus == BON32:
+        extra["samples"] = options.samples
+    if arm not in (SEED_ROW, WHOLE_POOL_ROW):
+        extra["selector"] = "fixed" if fixed else ("none" if arm == REFERENCE else "retrain")
+        extra["arm"] = arm
+    if arm not in (SEED_ROW, WHOLE_POOL_ROW) and row["labels"] in primary_budgets:
+        extra["primary"] = True
+    return {**row, "strategy": strategy, **extra}
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse(argv)
+    progress = Progress()
+    if options.corpus != BON32:
+        result, data = run_once(options, progress)
+        result["wall_seconds"] = round(time.perf_counter() - progress.started, 1)
+        progress.line(f"done in {result['wall_seconds']} s")
+        print_table(result)
+        options.plot.parent.mkdir(parents=True, exist_ok=True)
+        options.plot.write_text(svg_plot(result["rows"], options.schedule.sizes))
+        if options.json:
+            options.json.write_text(json.dumps(to_json(result, data), indent=2) + "\n")
+        return 0
+    results = []
+    for samples in options.samples:
+        at = argparse.Namespace(**{**vars(options), "samples": samples})
+        if options.resume:
+            at.resume = options.resume / f"samples-{samples}"
+        result, data = run_once(at, progress)
+        print(f"## {samples} samples per problem\n")
+        print_table(result)
+        results.append({"samples": samples, **to_json(result, data)})
+    choice = strategy_for_pool([max(options.samples)] * (options.problems or 1))
+    combined = {
+        "corpus": BON32,
+        "half": options.half,
+        "judged_on": options.judge,
+        "default_strategy": choice.strategy,
+        "default_rule": choice.reason,
+        "picks": {r["samples"]: rule_pick(r["primary"], retrained_only=True) for r in results},
+        "picks_any_selector": {r["samples"]: rule_pick(r["primary"]) for r in results},
+        "rows": [row for r in results for row in r["rows"]],
+        "by_samples": results,
+        "wall_seconds": round(time.perf_counter() - progress.started, 1),
+    }
+    progress.line(f"done in {combined['wall_seconds']} s")
     options.plot.parent.mkdir(parents=True, exist_ok=True)
-    options.plot.write_text(svg_plot(result["rows"], options.schedule.sizes))
+    options.plot.write_text(svg_ratio_by_samples(combined["rows"]))
     if options.json:
-        options.json.write_text(json.dumps(to_json(result, data), indent=2) + "\n")
+        options.json.write_text(json.dumps(combined, indent=2) + "\n")
     return 0
 
 

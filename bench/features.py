@@ -7,8 +7,10 @@
 
 The benches (bench/prm_quality.py, bench/active_learning.py) fill what they lack themselves;
 this computes it once, in the background, so that they start warm. Corpora: the four
-ProcessBench subsets and PRMBench (bench/prmbench.py, as bench/active_learning.py reads it:
-without the trajectories whose problem is a ProcessBench test problem), every whole
+ProcessBench subsets, PRMBench (bench/prmbench.py, as bench/active_learning.py reads it:
+without the trajectories whose problem is a ProcessBench test problem) and bon32's two
+halves (bench/bon32.py: the default pool at 32 samples per problem and the held-out
+problems, as ``--corpus bon32 --half ...`` reads them), every whole
 solution: the labeled paths that stop at an error are step prefixes of them, read from the
 cache for free. The
 model is the worker's CPU default (SmolLM2-135M, ``head`` mode, every reading).
@@ -22,7 +24,8 @@ import time
 from pathlib import Path
 
 from app.config import get_settings
-from bench.active_learning import prmbench_corpus
+from bench.active_learning import BON32_HELD_OUT_PROBLEMS, BON32_PROBLEMS, prmbench_corpus
+from bench.bon32 import bon32_items
 from bench.prm_quality import SHARED_DATA
 from bench.prmbench import SUBSET as PRMBENCH
 from worker.eval_sets import PROCESSBENCH_SUBSETS, ProcessBenchItem, load_processbench
@@ -32,12 +35,18 @@ from worker.pretrained import resolve_base_model
 from worker.score import Throughput, fill_cache
 from worker.train import setup
 
-CORPORA = (*PROCESSBENCH_SUBSETS[:2], PRMBENCH, *PROCESSBENCH_SUBSETS[2:])
+BON32_CORPORA = ("bon32-calibration", "bon32-confirmation")
+"""The bon32 halves' default pools and held-out problems, as bench/active_learning.py
+``--corpus bon32`` reads them (32 samples per problem)."""
+CORPORA = (*PROCESSBENCH_SUBSETS[:2], *BON32_CORPORA, PRMBENCH, *PROCESSBENCH_SUBSETS[2:])
 
 
 def corpus(name: str, data: Path, trajectories: int | None) -> list[ProcessBenchItem]:
     if name == PRMBENCH:
         return prmbench_corpus(data, trajectories)[0]
+    if name in BON32_CORPORA:
+        half = name.split("-")[1]
+        return bon32_items(data, half, 32, BON32_PROBLEMS, BON32_HELD_OUT_PROBLEMS)
     return load_processbench(data, [name])
 
 

@@ -42,6 +42,7 @@ from app.config import Settings
 from app.db import first_line, is_database_away, transaction
 from app.grading import answer_groups, grade_solutions
 from app.models import RunStatus, TrainingRun
+from app.pool_shape import chosen_strategy, per_problem
 from worker import evaluate, repository, runs
 from worker.assess import Assessment, EvalSets, assess, compare, gate_order
 from worker.checkpoint import directory_bytes, load_checkpoint, remove_checkpoint, save_checkpoint
@@ -54,7 +55,7 @@ from worker.model import PRM, TrainingArgs, training_args_for
 from worker.pretrained import resolve_base_model
 from worker.repository import CurrentCheckpoint, PoolSolution
 from worker.score import score_solutions
-from worker.select import Candidate, SelectionPlan, uncertainty_of
+from worker.select import Candidate, SelectionPlan, as_strategy, uncertainty_of
 from worker.split import LabelExamples, Split, SplitLabels, TrainedOn, load_trained_on, split_labels
 from worker.train import fit, setup
 
@@ -393,7 +394,10 @@ class Cycle:
         pool = self._pool()
         cache = feature_cache(self.settings, model, args) if self.ranks.world_size == 1 else None
         # Only diverse reads where solutions sit in feature space.
-        embeddings = self.settings.select_strategy == "diverse"
+        strategy, _ = chosen_strategy(
+            self.settings.select_strategy, per_problem(p.problem_id for p in pool)
+        )
+        embeddings = strategy == "diverse"
         scores = self.ranks.map_sharded(
             pool,
             lambda share: score_solutions(
@@ -430,8 +434,12 @@ class Cycle:
             reason = pace.reason if not pace.due else "no current PRM to choose with"
             self.metrics["selection"] = {"queued": 0, "reason": reason}
             return
+        # The default reads the pool's shape: the median unlabeled solutions per problem.
+        name, choice = chosen_strategy(
+            self.settings.select_strategy, per_problem(c.problem_id for c in candidates)
+        )
         plan = SelectionPlan(
-            strategy=self.settings.select_strategy,
+            strategy=as_strategy(name),
             per_problem=self.settings.select_per_problem,
             wrong_share=self.settings.select_wrong_share,
             global_top_k=self.settings.select_global_top_k,
@@ -440,6 +448,8 @@ class Cycle:
         )
         share = self.settings.select_control_share
         self._queue(with_control(candidates, plan, share), candidates, plan.strategy, pace)
+        if choice is not None:
+            self.metrics["selection"]["rule"] = choice.reason
 
     def _queue(
         self, picks: Picks, candidates: list[Candidate], strategy: str, pace: repository.Pace

@@ -53,6 +53,14 @@ Strategy = Literal[
 STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 
 
+def as_strategy(name: str) -> Strategy:
+    """``name`` as a strategy, or ValueError naming the strategies there are."""
+    for strategy in STRATEGIES:
+        if strategy == name:
+            return strategy
+    raise ValueError(f"no selection strategy {name!r}: one of {', '.join(STRATEGIES)}")
+
+
 @dataclass(frozen=True)
 class Uncertainty:
     """How unsure the PRM is of a solution (see ``uncertainty_of``)."""

@@ -35,6 +35,7 @@ from app.models import (
     StepCompletion,
     TrainingRun,
 )
+from app.pool_shape import chosen_strategy
 from app.training import current_run, recent_runs
 
 
@@ -118,7 +119,9 @@ class Pool:
     wrong_share: float
     """The share of a generation the wrong-answer strategies fill with wrong answers."""
     strategy: str
-    """How the next generation is chosen (``select_strategy``)."""
+    """How the next generation is chosen (``select_strategy``, or the pool shape's pick)."""
+    strategy_rule: str | None
+    """Why, where the pool's shape chose it (``by_pool_shape``, app/pool_shape.py)."""
     per_selection: str
     """How many it takes: "4 per problem" or "the top 50 of the pool"."""
     control_share: float
@@ -320,10 +323,12 @@ def pool_status(session: Session, settings: Settings) -> Pool:
             func.coalesce(func.sum(case((per_problem.c.left > k, k), else_=per_problem.c.left)), 0),
         )
     ).one()
+    lefts = [int(n) for n in session.scalars(select(per_problem.c.left))]
+    strategy, choice = chosen_strategy(settings.select_strategy, lefts)
     top_k = settings.select_global_top_k
     full = min(settings.generation_max_size, top_k or settings.generation_max_size)
     wanted = round(settings.select_wrong_share * full)
-    wrong_strategy = settings.select_strategy in ("convincing_wrong", "random_wrong")
+    wrong_strategy = strategy in ("convincing_wrong", "random_wrong")
     next_generation = min(full, int(left) if top_k else int(takeable))
     return Pool(
         left=int(left),
@@ -336,7 +341,8 @@ def pool_status(session: Session, settings: Settings) -> Pool:
         low=next_generation < full,
         wrong_answers_low=wrong_strategy and int(wrong) + int(ungraded) < wanted,
         wrong_share=settings.select_wrong_share,
-        strategy=settings.select_strategy,
+        strategy=strategy,
+        strategy_rule=choice.reason if choice else None,
         per_selection=f"the top {top_k} of the pool" if top_k else f"{k} per problem",
         control_share=settings.select_control_share,
     )

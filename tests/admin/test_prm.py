@@ -23,6 +23,7 @@ from app.admin.run_metrics import Estimate, RunMetrics, read_metrics
 from app.config import Settings, get_settings
 from app.db import transaction
 from app.models import Generation, Problem, QueueState, RunStatus, Solution, TrainingRun
+from app.pool_shape import BY_POOL_SHAPE, strategy_for_pool
 from app.training import request_run, set_pinned
 from tests.admin.conftest import HTMX, Admin
 from tests.factories import make_label, make_solution, make_user, prm_run_metrics
@@ -358,7 +359,14 @@ def test_prm_page_shows_figures_with_intervals(admin: Admin, engine: Engine) -> 
     strategy = re.search(r'id="selection-strategy">(.*?)</p>', page, re.S)
     assert strategy, "the page names how the next generation is chosen"
     said = " ".join(re.sub(r"<[^>]+>", " ", strategy.group(1)).split())
-    assert f"chosen by {get_settings().select_strategy} ( STEPLABEL_SELECT_STRATEGY )" in said
+    # The default setting reads the pool's shape, and the page says what it read.
+    assert get_settings().select_strategy == BY_POOL_SHAPE
+    shape = re.search(r"=by_pool_shape: your pool has ([\d.]+) unlabeled samples? per", said)
+    assert shape, said
+    choice = strategy_for_pool([float(shape.group(1))])
+    assert f"chosen by {choice.strategy} ( STEPLABEL_SELECT_STRATEGY" in said
+    pick = f"shape of {choice.measured_at} per problem in BENCHMARKS.md: {choice.strategy}, "
+    assert pick in said
     assert "4 per problem" in said and "10% of them a control share" in said
     for title in ("Step AUROC per run", "ProcessBench mean F1 per run", "Best of N per run"):
         assert title in page

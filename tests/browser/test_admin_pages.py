@@ -10,6 +10,7 @@ the worker's runs (one skipped, one trained for 30 epochs, one failed) and two i
 
 import json
 import re
+import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, expect
-from sqlalchemy import select
+from sqlalchemy import exists, func, select
 from sqlalchemy.orm import Session
 
 from app.datasets.demo_seed import seed
@@ -26,12 +27,14 @@ from app.models import (
     ImportJob,
     JobStatus,
     Label,
+    QueueState,
     RunStatus,
     Solution,
     TaskStyle,
     TrainingRun,
     User,
 )
+from app.pool_shape import SHAPE_RULE
 from tests.browser.live import ROOT, LiveApp
 from tests.browser.pages import logged_in
 from tests.factories import make_label, make_user, prm_run_metrics
@@ -604,3 +607,36 @@ def test_short_names_stay_whole_in_the_users_table(
         "TD labeler": 1,
         "TD admin": 1,
     }
+
+
+def test_the_prm_page_names_the_rule_that_chose_the_strategy(
+    admin: Page, live_app: LiveApp
+) -> None:
+    # The pool's shape, counted here from the tables: unlabeled, unqueued solutions per problem.
+    with Session(live_app.engine) as session:
+        unlabeled = (
+            select(Solution.problem_id, func.count().label("left"))
+            .where(
+                Solution.queue_state == QueueState.NOT_QUEUED.value,
+                Solution.steps.is_not(None),
+                ~exists().where(Label.solution_id == Solution.id),
+            )
+            .group_by(Solution.problem_id)
+            .subquery()
+        )
+        lefts = sorted(session.scalars(select(unlabeled.c.left)))
+    assert lefts, "the demo leaves an unlabeled pool"
+    median = statistics.median(lefts)
+    measured_at, strategy, source = next(
+        (n, s, why) for low, n, s, why in SHAPE_RULE if median >= low
+    )
+    admin.goto("/admin/prm")
+    said = admin.locator("#selection-strategy")
+    expect(said.locator("strong")).to_have_text(strategy)
+    rule = said.locator("#selection-rule")
+    expect(rule).to_contain_text(f"your pool has {median:g} unlabeled")
+    expect(rule).to_contain_text(
+        f"the shape of {measured_at} per problem in BENCHMARKS.md: {strategy}, {source}"
+    )
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    said.screenshot(path=ARTIFACTS / f"prm-rule-{width(admin)}.png")

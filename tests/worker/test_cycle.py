@@ -31,6 +31,7 @@ from app.models import (
     TrainingRun,
     User,
 )
+from app.pool_shape import BY_POOL_SHAPE, strategy_for_pool
 from app.quality.questions import mark_quality_control
 from tests.factories import make_label, make_solution
 from tests.labeling.test_queue import RULES
@@ -192,10 +193,14 @@ def test_once_trains_selects_and_queues_a_generation(
         selection = metrics["selection"]
         assert metrics["pace"]["due"], metrics["pace"]
         assert selection["control"] == control, selection
-        # No strategy set: the worker selects by the settings' default, the one
-        # BENCHMARKS.md's pre-registered rule chose (#24).
-        default = Settings.model_fields["select_strategy"].default
-        assert selection["strategy"] == default == "random_wrong"
+        # No strategy set: the worker selects by the settings' default, the rule of the
+        # pool's shape (#39): the demo's pool has a few solutions per problem.
+        assert Settings.model_fields["select_strategy"].default == BY_POOL_SHAPE
+        shape = re.match(r"your pool has ([\d.]+) unlabeled", selection["rule"])
+        assert shape, selection["rule"]
+        median = float(shape.group(1))
+        assert 1 < median < 16  # the demo's pool: a few solutions per problem
+        assert selection["strategy"] == strategy_for_pool([median]).strategy
         assert 2 * DEMO_PROBLEMS <= selection["queued"] <= 2 * DEMO_PROBLEMS + control
         assert selection["taken_meanwhile"] == 0
         assert run.labels_used == metrics["labels_trained"] < metrics["labels"]

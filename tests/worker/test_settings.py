@@ -5,12 +5,14 @@ from typing import get_args
 import pytest
 
 from app.config import Settings
+from app.pool_shape import BY_POOL_SHAPE
 from worker.cycle import check_settings, training_args_from
 from worker.select import STRATEGIES
 
 
 def test_every_selection_strategy_can_be_set() -> None:
-    assert get_args(Settings.model_fields["select_strategy"].annotation) == STRATEGIES
+    setting = get_args(Settings.model_fields["select_strategy"].annotation)
+    assert setting == (*STRATEGIES, BY_POOL_SHAPE)
 
 
 def test_the_head_reads_what_the_settings_say() -> None:
