@@ -23,19 +23,12 @@ NOT_PICKED_YET = "issue 24's default: issue 39's calibration has not picked for 
 SHAPE_RULE: tuple[tuple[float, int, str, str], ...] = (
     (16, 32, "random_wrong", NOT_PICKED_YET),
     (3, 8, "random_wrong", NOT_PICKED_YET),
-    (
-        0,
-        1,
-        "ensemble",
-        "issue 39's calibration pick (geometric mean of its eight ratios 1.35, every interval "
-        "from below 0.5 to beyond 2; not confirmed yet)",
-    ),
+    (0, 1, "random_wrong", NOT_PICKED_YET),
 )
 """(from this median, measured at this many samples per problem, the strategy, where it
-comes from), largest first. Until issue 39's calibration run has picked for a shape
-(BENCHMARKS.md, "Issue 39"), it keeps ``random_wrong``, the default issue 24's rule picked on
-one sample per problem, and says so; a pick replaces its row's strategy and source (so far
-the pick at 1 per problem: the runs at 8 and 32 did not finish)."""
+comes from), largest first. Until issue 39's calibration run has picked (BENCHMARKS.md,
+"Issue 39"), every shape keeps ``random_wrong``, the default issue 24's rule picked on one
+sample per problem, and says so; a pick replaces its row's strategy and source."""
 
 
 @dataclass(frozen=True)
