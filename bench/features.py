@@ -11,7 +11,8 @@ ProcessBench subsets and PRMBench (bench/prmbench.py, as bench/active_learning.p
 without the trajectories whose problem is a ProcessBench test problem), every whole
 solution: the labeled paths that stop at an error are step prefixes of them, read from the
 cache for free. The
-model is the worker's CPU default (SmolLM2-135M, ``head`` mode, every reading).
+model is the worker's CPU default (SmolLM2-135M, ``head`` mode, every reading), or
+``--base-model``'s backbone in the same mode (a cache file of its own).
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
         help="PRMBench as bench/active_learning.py --corpus prmbench --per-subset N reads it",
     )
     parser.add_argument(
+        "--base-model",
+        default="smollm2-135m",
+        help="a prepared model's name (python -m worker prepare --list) or a directory",
+    )
+    parser.add_argument(
         "--solutions", type=int, help="only the first N of each corpus: a quick speed check"
     )
     parser.add_argument(
@@ -61,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(n is not None and n < 1 for n in (options.solutions, options.score_batch_size)):
         parser.error("--solutions and --score-batch-size must be >= 1")
     settings = get_settings()
-    base = resolve_base_model("smollm2-135m", settings.model_dir)
+    base = resolve_base_model(options.base_model, settings.model_dir)
     args = training_args_for(
         base, mode="head", device="cpu", score_batch_size=options.score_batch_size
     )

@@ -30,6 +30,7 @@ from typing import Literal
 
 from app.content_keys import normalized_problem
 from worker.data import problem_key
+from worker.eval_sets import unit_hash
 from worker.train import Example
 
 FILE_NAME = "prm800k_phase1_stepwise.jsonl.gz"
@@ -139,3 +140,15 @@ def judging_examples(path: Path, leave_out: Collection[str]) -> list[Example]:
     ``leave_out`` problems (those a judged model may have trained or calibrated on, e.g.
     ProcessBench's) left out."""
     return step_examples(list(read_steps(path, "test")), leave_out)
+
+
+def problem_sample(examples: Sequence[Example], problems: int | None, seed: int) -> list[Example]:
+    """The examples of the same ``problems`` problems every time (all with None): those
+    whose hash of (``seed``, normalized text) is lowest."""
+    if problems is None:
+        return list(examples)
+    keys = sorted(
+        {normalized_problem(e.problem) for e in examples}, key=lambda k: unit_hash(seed, k)
+    )
+    chosen = set(keys[:problems])
+    return [e for e in examples if normalized_problem(e.problem) in chosen]
