@@ -89,10 +89,14 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
 
+        cpu_started = time.process_time()
         done = fill_cache(model, tokenizer, items, args, cache, report)
+        # CPU time says what the features cost on a machine others share; wall time does not.
+        cpu = time.process_time() - cpu_started
         print(
             f"{name}: {len(items)} solutions, {done.sequences} sequences computed "
-            f"({done.tokens} tokens) in {done.seconds:.0f} s",
+            f"({done.tokens} tokens) in {done.seconds:.0f} s, {cpu:.1f} CPU s "
+            f"({1000 * cpu / max(done.tokens, 1):.2f} CPU s per 1,000 tokens)",
             flush=True,
         )
     print(f"cache: {cache.path}, {len(cache)} sequences", flush=True)

@@ -6,6 +6,9 @@
         --train-subsets gsm8k,math,olympiadbench,omnimath     # judged on two, trained on four
     python -m bench.prm_quality --device cuda --train-seeds 0,1,2 \
         --models smollm2-135m,smollm2-135m-full,smollm2-135m-lora   # on a GPU (issue 27)
+    .venv/bin/python -m bench.prm_quality --base-model qwen2.5-coder-0.5b \
+        --extra-train phase1 --phase1-problems 30     # another backbone, phase-1 labels added
+    .venv/bin/python -m bench.prm_quality --recommended --json PATH   # the CPU recommendation
 
 The data: ProcessBench (../shared/data, or ``--data``), 3,400 solutions with expert
 first-error labels, turned into step labels as PRM800K gives them: steps before the first
@@ -31,6 +34,15 @@ worker/score.py, worker/evaluate.py):
   asks for, at 2,048 tokens, in the worker's CUDA precision (bf16 autocast). Head mode on a
   GPU runs its backbone in float32, so its features (and cache) are those of the CPU
   default without AMX tiles.
+
+``--base-model`` (a name of worker/pretrained.py ``PRETRAINED``, or a directory) puts
+another backbone under the ``smollm2-135m*`` models, which are then named after it; each
+backbone has a feature cache of its own. ``--extra-train phase1`` adds PRM800K phase 1's
+human step ratings (worker/phase1.py; ``--phase1-problems``: a fixed sample of its training
+problems) to every model's training data, every ProcessBench calibration or test problem
+left out. On test runs every model is also judged by step AUROC on PRM800K phase 1's test
+steps (``PHASE1_TEST``; every ProcessBench problem left out, 28 of its 101 problems;
+``--phase1-test-problems``). ``--recommended`` runs ``RECOMMENDED``.
 
 ``--train-seeds`` trains each model once per seed (``TrainingArgs.seed``: its head's
 initialization, batch order, the tiny model's weights; the split stays ``--seed``'s).
