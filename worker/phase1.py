@@ -11,7 +11,8 @@ A candidate's text is rebuilt as PRM800K has it (``text + "\\n\\n# Answer\\n\\n"
 when the candidate gave an answer): the same text the worker learns from in an export.
 Human-written candidates carry no rating and are never labels (they are context where a
 later step's prefix holds them). Sessions repeated verbatim in the file give the same
-examples: those are kept once.
+examples: those are kept once. Longer examples come first, so that in ``head`` mode a
+chosen candidate's features are read from the next step's sequences.
 
 The ``train`` split (900 problems) trains; the ``test`` split (101 MATH-500 problems, 28 of
 them ProcessBench math problems) judges only, and only with the problems a caller leaves
@@ -48,6 +49,8 @@ class Candidate:
     """As PRM800K has it: with the ``# Answer`` tail where the candidate gave an answer."""
     rating: int | None
     is_human: bool
+    chosen: bool
+    """The step the labeler went on with: the next line's prefix ends with it."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,12 @@ def _candidate(record: dict[str, object]) -> Candidate:
     if rating is not None and rating not in RATINGS:
         raise ValueError(f"rating {rating!r}")
     full = text if answer is None else f"{text}\n\n# Answer\n\n{answer}"
-    return Candidate(full, None if rating is None else int(str(rating)), bool(record["is_human"]))
+    return Candidate(
+        full,
+        None if rating is None else int(str(rating)),
+        bool(record["is_human"]),
+        bool(record.get("chosen")),
+    )
 
 
 def step_examples(steps: Sequence[Phase1Step], leave_out: Collection[str] = ()) -> list[Example]:
@@ -127,6 +135,10 @@ def step_examples(steps: Sequence[Phase1Step], leave_out: Collection[str] = ()) 
                     [*context, candidate.rating],
                 )
             )
+    # Longest first: a chosen candidate's example is then a step prefix of the next step's
+    # examples, computed before it, and the feature cache reads it from theirs with no
+    # forward pass of its own (worker/features.py): about a third of the sequences.
+    examples.sort(key=lambda example: -len(example.steps))
     return examples
 
 

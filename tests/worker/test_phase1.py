@@ -35,11 +35,45 @@ def test_each_rated_candidate_is_one_label_after_its_unlabeled_prefix(phase1: Pa
     rated = [(s, c) for s in steps for c in s.candidates if c.rating is not None]
     # The file repeats some sessions verbatim: each of their labels is kept once.
     once = list({(s.problem, s.prefix, c.text, c.rating): (s, c) for s, c in rated}.values())
+    # Longest first (a stable sort): see the next test.
+    once.sort(key=lambda pair: -len(pair[0].prefix))
     assert len(rated) > len(examples) == len(once) > 40
     for example, (step, candidate) in zip(examples, once, strict=True):
         assert example.steps == [*step.prefix, candidate.text]
         assert example.labels == [None] * len(step.prefix) + [candidate.rating]
         assert example.problem_id == problem_key(step.problem)
+
+
+def test_a_chosen_candidates_features_come_from_the_next_steps_sequences(
+    phase1: Path, tmp_path: Path
+) -> None:
+    from tests.worker import tiny_args
+    from worker.features import cache_for
+    from worker.score import fill_cache
+    from worker.train import setup
+
+    steps = list(islice(read_steps(phase1, "train"), 12))
+    examples = step_examples(steps)
+    items = [(e.problem, e.steps) for e in examples]
+    # Byte tokens: room for every sequence whole (a cut one has keys of its own).
+    args = tiny_args(mode="head", max_length=4096)
+    model, tokenizer, _ = setup(args)
+    cache = cache_for(model, args, tmp_path)
+    assert cache is not None
+
+    done = fill_cache(model, tokenizer, items, args, cache, chunk=1)
+
+    def extended(short: list[str], problem: str) -> bool:
+        return any(
+            e.problem == problem and len(e.steps) > len(short) and e.steps[: len(short)] == short
+            for e in examples
+        )
+
+    # A chosen candidate's example is the next step's prefix: only the others are computed.
+    whole = [e for e in examples if not extended(e.steps, e.problem)]
+    assert done.sequences == len(whole) < len(examples) - 3
+    assert sum(c.chosen for s in steps for c in s.candidates) >= len(examples) - len(whole)
+    assert fill_cache(model, tokenizer, items, args, cache).sequences == 0
 
 
 def test_the_ratings_are_those_of_the_prm800k_records_they_came_from(phase1: Path) -> None:
