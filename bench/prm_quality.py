@@ -114,9 +114,10 @@ RECOMMENDED: dict[str, Any] = {
     "extra_train": None,
     "train_seeds": [0, 1, 2],
 }
-"""The configuration recommended for a team with a CPU (BENCHMARKS.md, "Backbones and
-PRM800K phase 1"): the worker's default head on SmolLM2-135M, its own labels only, until
-the rule written there picks another on calibration figures."""
+"""The configuration recommended for a team with a CPU (BENCHMARKS.md, "Issue 38: backbones
+and PRM800K phase 1, the rule"): the worker's default head on SmolLM2-135M, trained on its
+own labels, until that rule picks another on calibration figures (no Qwen backbone can be
+picked for a CPU: its features cost more than 1.5 times SmolLM2's there)."""
 CALIBRATION_SHARE = 0.2
 """Share of the training problems kept for choosing the threshold (not trained on)."""
 FULL = "smollm2-135m-full"
