@@ -111,13 +111,15 @@ problems left out."""
 RECOMMENDED: dict[str, Any] = {
     "models": "smollm2-135m",
     "base_model": DEFAULT_BASE,
-    "extra_train": None,
+    "extra_train": "phase1",
+    "phase1_problems": 30,
     "train_seeds": [0, 1, 2],
 }
 """The configuration recommended for a team with a CPU (BENCHMARKS.md, "Issue 38: backbones
-and PRM800K phase 1, the rule"): the worker's default head on SmolLM2-135M, trained on its
-own labels, until that rule picks another on calibration figures (no Qwen backbone can be
-picked for a CPU: its features cost more than 1.5 times SmolLM2's there)."""
+and PRM800K phase 1, the rule"): the worker's default head on SmolLM2-135M, trained with 30
+PRM800K phase-1 training problems' human ratings added (configuration B, the rule's pick on
+calibration; no Qwen backbone can be picked for a CPU: its features cost more than 1.5
+times SmolLM2's there)."""
 CALIBRATION_SHARE = 0.2
 """Share of the training problems kept for choosing the threshold (not trained on)."""
 FULL = "smollm2-135m-full"
