@@ -131,6 +131,12 @@ class Settings(BaseSettings):
     read their disagreement need two or more."""
     train_head_hidden: int | None = Field(default=None, ge=0)
     """``head`` mode: 0 for linear members, else each member's hidden width."""
+    train_phase1_labels: Path | None = None
+    """A PRM800K phase-1 stepwise file (shared/data/prm800k_phase1_stepwise.jsonl.gz): the
+    human ratings of its training split (42,906 rated steps of 900 problems, worker/phase1.py)
+    are trained on in every run beside the team's own labels, except on held-out problems;
+    its test split is never read. Unset: the team's labels alone. In ``head`` mode their
+    features are computed once (hours on 2 CPU cores, see README's model section)."""
     train_held_out_fraction: float = Field(default=0.2, ge=0, lt=1)
     """Share of labeled problems never trained on, for the step AUROC and the gate."""
     train_seed: int = 0
@@ -230,6 +236,13 @@ class Settings(BaseSettings):
         if directory is not None and not directory.is_dir():
             raise ValueError(f"no directory at {str(directory)!r}; unset it to skip those figures")
         return directory
+
+    @field_validator("train_phase1_labels")
+    @classmethod
+    def _existing_phase1_file(cls, path: Path | None) -> Path | None:
+        if path is not None and not path.is_file():
+            raise ValueError(f"no file at {str(path)!r}; unset it to train on the team's labels")
+        return path
 
     @field_validator("database_url")
     @classmethod

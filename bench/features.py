@@ -13,7 +13,8 @@ halves (bench/bon32.py: the default pool at 32 samples per problem and the held-
 problems, as ``--corpus bon32 --half ...`` reads them), every whole
 solution: the labeled paths that stop at an error are step prefixes of them, read from the
 cache for free. The
-model is the worker's CPU default (SmolLM2-135M, ``head`` mode, every reading).
+model is the worker's CPU default (SmolLM2-135M, ``head`` mode, every reading), or
+``--base-model``'s backbone in the same mode (a cache file of its own).
 """
 
 from __future__ import annotations
@@ -61,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         help="PRMBench as bench/active_learning.py --corpus prmbench --per-subset N reads it",
     )
     parser.add_argument(
+        "--base-model",
+        default="smollm2-135m",
+        help="a prepared model's name (python -m worker prepare --list) or a directory",
+    )
+    parser.add_argument(
         "--solutions", type=int, help="only the first N of each corpus: a quick speed check"
     )
     parser.add_argument(
@@ -70,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(n is not None and n < 1 for n in (options.solutions, options.score_batch_size)):
         parser.error("--solutions and --score-batch-size must be >= 1")
     settings = get_settings()
-    base = resolve_base_model("smollm2-135m", settings.model_dir)
+    base = resolve_base_model(options.base_model, settings.model_dir)
     args = training_args_for(
         base, mode="head", device="cpu", score_batch_size=options.score_batch_size
     )
@@ -92,10 +98,14 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
 
+        cpu_started = time.process_time()
         done = fill_cache(model, tokenizer, items, args, cache, report)
+        # CPU time says what the features cost on a machine others share; wall time does not.
+        cpu = time.process_time() - cpu_started
         print(
             f"{name}: {len(items)} solutions, {done.sequences} sequences computed "
-            f"({done.tokens} tokens) in {done.seconds:.0f} s",
+            f"({done.tokens} tokens) in {done.seconds:.0f} s, {cpu:.1f} CPU s "
+            f"({1000 * cpu / max(done.tokens, 1):.2f} CPU s per 1,000 tokens)",
             flush=True,
         )
     print(f"cache: {cache.path}, {len(cache)} sequences", flush=True)

@@ -6,6 +6,9 @@
         --train-subsets gsm8k,math,olympiadbench,omnimath     # judged on two, trained on four
     python -m bench.prm_quality --device cuda --train-seeds 0,1,2 \
         --models smollm2-135m,smollm2-135m-full,smollm2-135m-lora   # on a GPU (issue 27)
+    .venv/bin/python -m bench.prm_quality --base-model qwen2.5-coder-0.5b \
+        --extra-train phase1 --phase1-problems 30     # another backbone, phase-1 labels added
+    .venv/bin/python -m bench.prm_quality --recommended --json PATH   # the CPU recommendation
 
 The data: ProcessBench (../shared/data, or ``--data``), 3,400 solutions with expert
 first-error labels, turned into step labels as PRM800K gives them: steps before the first
@@ -31,6 +34,15 @@ worker/score.py, worker/evaluate.py):
   asks for, at 2,048 tokens, in the worker's CUDA precision (bf16 autocast). Head mode on a
   GPU runs its backbone in float32, so its features (and cache) are those of the CPU
   default without AMX tiles.
+
+``--base-model`` (a name of worker/pretrained.py ``PRETRAINED``, or a directory) puts
+another backbone under the ``smollm2-135m*`` models, which are then named after it; each
+backbone has a feature cache of its own. ``--extra-train phase1`` adds PRM800K phase 1's
+human step ratings (worker/phase1.py; ``--phase1-problems``: a fixed sample of its training
+problems) to every model's training data, every ProcessBench calibration or test problem
+left out. On test runs every model is also judged by step AUROC on PRM800K phase 1's test
+steps (``PHASE1_TEST``; every ProcessBench problem left out, 28 of its 101 problems;
+``--phase1-test-problems``). ``--recommended`` runs ``RECOMMENDED``.
 
 ``--train-seeds`` trains each model once per seed (``TrainingArgs.seed``: its head's
 initialization, batch order, the tiny model's weights; the split stays ``--seed``'s).
@@ -65,7 +77,7 @@ from app.config import get_settings
 from app.content_keys import normalized_problem
 from app.estimates import RESAMPLES, percentile_interval, resample, split_units
 from bench.prmbench import prmbench_without
-from worker import evaluate
+from worker import evaluate, phase1
 from worker.assess import by_subset, first_errors, step_set
 from worker.eval_sets import (
     PROCESSBENCH_SUBSETS,
@@ -87,11 +99,27 @@ from worker.model import (
     resolve_device,
     training_args_for,
 )
-from worker.pretrained import resolve_base_model
+from worker.pretrained import PRETRAINED, resolve_base_model
 from worker.score import Throughput, fill_cache, step_probabilities
 from worker.train import Example, fit, setup
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DEFAULT_BASE = "smollm2-135m"
+PHASE1_TEST = "prm800k-phase1-test"
+"""The step AUROC set of PRM800K phase 1's test problems (human ratings), ProcessBench's
+problems left out."""
+RECOMMENDED: dict[str, Any] = {
+    "models": "smollm2-135m",
+    "base_model": DEFAULT_BASE,
+    "extra_train": "phase1",
+    "phase1_problems": 30,
+    "train_seeds": [0, 1, 2],
+}
+"""The configuration recommended for a team with a CPU (BENCHMARKS.md, "Issue 38: backbones
+and PRM800K phase 1, the rule"): the worker's default head on SmolLM2-135M, trained with 30
+PRM800K phase-1 training problems' human ratings added (configuration B, the rule's pick on
+calibration; no Qwen backbone can be picked for a CPU: its features cost more than 1.5
+times SmolLM2's there)."""
 CALIBRATION_SHARE = 0.2
 """Share of the training problems kept for choosing the threshold (not trained on)."""
 FULL = "smollm2-135m-full"
@@ -155,7 +183,9 @@ def examples(items: Sequence[ProcessBenchItem]) -> list[Example]:
     return [Example(ids[i.problem], i.problem, i.steps, i.labels) for i in items]
 
 
-Probabilities = Callable[[Sequence[ProcessBenchItem]], list[np.ndarray]]
+Scored = ProcessBenchItem | Example
+"""What a trained model scores: anything with a problem and its steps."""
+Probabilities = Callable[[Sequence[Scored]], list[np.ndarray]]
 """A trained model, as what the figures need: per item, (steps, 3) class probabilities."""
 
 
@@ -172,30 +202,44 @@ def train_constant(data: Split, _options: argparse.Namespace) -> Trained:
     labels = [label for e in examples(data.train) for _, label in e.labeled]
     shares = np.array([labels.count(c) for c in LABELS], dtype=np.float64) / len(labels)
 
-    def probabilities(items: Sequence[ProcessBenchItem]) -> list[np.ndarray]:
+    def probabilities(items: Sequence[Scored]) -> list[np.ndarray]:
         return [np.tile(shares, (len(i.steps), 1)) for i in items]
 
     return Trained("constant", probabilities, 0.0, {"class_shares": shares.tolist()})
 
 
 def train_worker_model(
-    name: str, args: TrainingArgs, data: Split, deadline: float | None, cache_dir: Path
+    name: str,
+    args: TrainingArgs,
+    data: Split,
+    deadline: float | None,
+    cache_dir: Path,
+    extra: Sequence[Example] = (),
+    judged_extra: Sequence[Example] = (),
 ) -> Trained:
-    """Train with the worker's ``fit`` (and its feature cache in head mode); ``deadline``
-    in CPU seconds."""
+    """Train with the worker's ``fit`` (and its feature cache in head mode) on the split's
+    training items and ``extra`` examples; ``deadline`` in CPU seconds. ``judged_extra``
+    (examples scored later, e.g. PRM800K phase 1's test steps) warm the cache too."""
     started = time.process_time()
     started_wall = time.perf_counter()
     model, tokenizer, _device = setup(args)
     cache = cache_for(model, args, cache_dir)
     if cache is not None:
-        warm(model, tokenizer, args, cache, [*data.train, *data.calibration, *data.test])
+        warm(
+            model,
+            tokenizer,
+            args,
+            cache,
+            [*data.train, *extra, *data.calibration, *data.test, *judged_extra],
+        )
     stop = None if deadline is None else (lambda: time.process_time() - started > deadline)
-    stats = fit(model, tokenizer, examples(data.train), args, should_stop=stop, cache=cache)
+    training = [*examples(data.train), *extra]
+    stats = fit(model, tokenizer, training, args, should_stop=stop, cache=cache)
     train_seconds = time.process_time() - started
     # CPU time leaves out a GPU's work: the wall clock says what a GPU run took.
     train_wall_seconds = time.perf_counter() - started_wall
 
-    def probabilities(items: Sequence[ProcessBenchItem]) -> list[np.ndarray]:
+    def probabilities(items: Sequence[Scored]) -> list[np.ndarray]:
         scored, _ = step_probabilities(
             model, tokenizer, [(i.problem, i.steps) for i in items], args, cache
         )
@@ -203,6 +247,8 @@ def train_worker_model(
 
     notes = {
         "mode": args.mode,
+        "base_model": Path(args.base_model).name,
+        "extra_examples": len(extra),
         **(
             {
                 "readings": list(args.head_readings),
@@ -231,7 +277,7 @@ def warm(
     tokenizer: PreTrainedTokenizerBase,
     args: TrainingArgs,
     cache: FeatureCache,
-    items: list[ProcessBenchItem],
+    items: Sequence[Scored],
 ) -> None:
     """Fill the feature cache first, saying how far it is: a cold cache takes long."""
     started = time.perf_counter()
@@ -263,19 +309,28 @@ class Judged:
     notes: dict[str, Any]
 
 
-def judge_model(trained: Trained, data: Split, train_seed: int, judge: str = "test") -> Judged:
+def judge_model(
+    trained: Trained,
+    data: Split,
+    train_seed: int,
+    judge: str = "test",
+    phase1_test: Sequence[Example] = (),
+) -> Judged:
     """Score the calibration items (the threshold is chosen there) and the judged ones: the
     test problems, or with ``judge="calibration"`` the calibration problems alone (their F1
-    then flatters every model alike): the figures to choose by, never reading a test one."""
+    then flatters every model alike): the figures to choose by, never reading a test one.
+    ``phase1_test``'s labeled steps are judged too (``PHASE1_TEST``), on test runs only."""
     started = time.process_time()
     calibration = trained.probabilities(data.calibration)
     items = data.calibration if judge == "calibration" else data.test
     judged = calibration if judge == "calibration" else trained.probabilities(items)
-    score_seconds = time.process_time() - started
     steps = {"all": step_set(examples(items), judged)}
     for name in dict.fromkeys(item.subset for item in items):
         chosen = [k for k, item in enumerate(items) if item.subset == name]
         steps[name] = step_set(examples([items[k] for k in chosen]), [judged[k] for k in chosen])
+    if phase1_test and judge == "test":
+        steps[PHASE1_TEST] = step_set(phase1_test, trained.probabilities(phase1_test))
+    score_seconds = time.process_time() - started
     return Judged(
         train_seed,
         evaluate.choose_threshold(first_errors(data.calibration, calibration)),
@@ -450,6 +505,12 @@ def print_table(results: list[dict[str, Any]], out: Any = sys.stdout) -> None:
             f"{show_estimate(result['step_auroc']['all'])} |",
             file=out,
         )
+        if PHASE1_TEST in result["step_auroc"]:
+            print(
+                f"| {model} | {PHASE1_TEST} | | | | "
+                f"{show_estimate(result['step_auroc'][PHASE1_TEST])} |",
+                file=out,
+            )
     print(file=out)
     for result in results:
         thresholds = ", ".join(f"{t:.3f}" for t in result["thresholds"])
@@ -515,9 +576,33 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--extra-train",
-        choices=("prmbench",),
+        choices=("prmbench", "phase1"),
         help="also train on PRMBench's problems that are no ProcessBench calibration or "
-        "test problem (bench/prmbench.py)",
+        "test problem (bench/prmbench.py), or on PRM800K phase 1's training problems' human "
+        "ratings (worker/phase1.py; none is a ProcessBench problem, which is checked)",
+    )
+    parser.add_argument(
+        "--phase1-problems",
+        type=int,
+        help="with --extra-train phase1: a fixed sample of this many training problems",
+    )
+    parser.add_argument(
+        "--phase1-test-problems",
+        type=int,
+        help="step AUROC on a fixed sample of this many PRM800K phase-1 test problems "
+        "(ProcessBench's left out first; default: all of them, 0: none)",
+    )
+    parser.add_argument(
+        "--base-model",
+        default=DEFAULT_BASE,
+        help=f"the backbone of the worker's models ({', '.join(PRETRAINED)}, or a "
+        "directory); the smollm2-135m* models then run on it, and are named after it",
+    )
+    parser.add_argument(
+        "--recommended",
+        action="store_true",
+        help="the configuration recommended for a CPU team (RECOMMENDED): "
+        + ", ".join(f"{k}={v}" for k, v in RECOMMENDED.items()),
     )
     parser.add_argument(
         "--prmbench-trajectories", type=int, help="with --extra-train: a fixed sample of them"
@@ -530,6 +615,8 @@ def main(argv: list[str] | None = None) -> int:
         "includes the backbone's work; by default the worker's feature cache is reused",
     )
     options = parser.parse_args(argv)
+    if options.recommended:
+        vars(options).update(RECOMMENDED)
     unknown = [name for name in options.models.split(",") if name not in known_models()]
     if unknown:
         parser.error(f"unknown model {unknown[0]!r}: choose from {', '.join(known_models())}")
@@ -540,6 +627,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no ProcessBench files in {options.data}")
     if options.extra_train == "prmbench":
         data = with_prmbench(data, options)
+    options.extra_examples = phase1_training(options) if options.extra_train == "phase1" else []
+    options.phase1_test = phase1_judged(options)
     print(
         f"ProcessBench: {len(data.train)} training, {len(data.calibration)} calibration, "
         f"{len(data.test)} test solutions; on {options.device}, training seeds "
@@ -584,6 +673,53 @@ def with_prmbench(data: Split, options: argparse.Namespace) -> Split:
     return Split([*data.train, *extra], data.calibration, data.test)
 
 
+def _phase1_file(options: argparse.Namespace) -> Path:
+    return Path(options.data) / phase1.FILE_NAME
+
+
+def _processbench_problems(options: argparse.Namespace, sides: str) -> set[str]:
+    """The normalized ProcessBench problems (every subset) of the split's ``sides``:
+    ``judged`` (calibration and test) or ``all``."""
+    everything = split(load_processbench(options.data), options.test_share, options.seed)
+    items = everything.calibration + everything.test
+    if sides == "all":
+        items += everything.train
+    return {normalized_problem(i.problem) for i in items}
+
+
+def phase1_training(options: argparse.Namespace) -> list[Example]:
+    """PRM800K phase 1's training step labels (a fixed sample of ``--phase1-problems``),
+    every problem that is a ProcessBench calibration or test problem left out."""
+    judged = _processbench_problems(options, "judged")
+    everything = phase1.training_examples(_phase1_file(options))
+    kept = [e for e in everything if normalized_problem(e.problem) not in judged]
+    chosen = phase1.problem_sample(kept, options.phase1_problems, options.seed)
+    print(
+        f"PRM800K phase 1: {len(chosen)} step labels of "
+        f"{len({e.problem for e in chosen})} training problems added to training; "
+        f"{len(everything) - len(kept)} left out (a ProcessBench calibration or test problem)",
+        flush=True,
+    )
+    return chosen
+
+
+def phase1_judged(options: argparse.Namespace) -> list[Example]:
+    """PRM800K phase 1's test step labels to judge step AUROC on (a fixed sample of
+    ``--phase1-test-problems``), every ProcessBench problem left out (28 are in its math
+    subset: a model may have trained or calibrated on them)."""
+    path = _phase1_file(options)
+    if options.phase1_test_problems == 0 or options.judge != "test" or not path.exists():
+        return []
+    judged = phase1.judging_examples(path, _processbench_problems(options, "all"))
+    chosen = phase1.problem_sample(judged, options.phase1_test_problems, options.seed)
+    print(
+        f"PRM800K phase 1 test: {len(chosen)} step labels of "
+        f"{len({e.problem for e in chosen})} problems judged (ProcessBench's left out)",
+        flush=True,
+    )
+    return chosen
+
+
 def seed_list(text: str) -> list[int]:
     """``--train-seeds``: "0,1,2" as [0, 1, 2]."""
     return [int(seed) for seed in text.split(",")]
@@ -603,11 +739,13 @@ def _run_models(options: argparse.Namespace, data: Split) -> list[dict[str, Any]
         # Each seed's model is judged, then let go, before the next one is trained.
         runs = []
         for seed in seeds:
-            runs.append(judge_model(_train(name, data, options, seed), data, seed, options.judge))
+            trained = _train(name, data, options, seed)
+            runs.append(judge_model(trained, data, seed, options.judge, options.phase1_test))
             # How far a run got, should it be stopped before the model's figures print.
             elapsed = time.perf_counter() - started
             print(f"{name}: seed {seed} trained and judged, {elapsed:.1f} s so far", flush=True)
-        result = figures(name, runs, options.seed, options.judge)
+        label = name.replace(DEFAULT_BASE, Path(options.base_model).name)
+        result = figures(label, runs, options.seed, options.judge)
         result["wall_seconds"] = round(time.perf_counter() - started, 1)
         results.append(result)
         print(f"{name}: done in {result['wall_seconds']} s", flush=True)
@@ -626,10 +764,18 @@ def _train(name: str, data: Split, options: argparse.Namespace, train_seed: int)
             TINY, device=options.device, epochs=options.tiny_epochs, seed=train_seed
         )
         return train_worker_model(name, args, data, None, options.cache_dir)
-    directory = resolve_base_model("smollm2-135m", get_settings().model_dir)
+    directory = resolve_base_model(options.base_model, get_settings().model_dir)
     args = smollm2_args(name, directory, options.device, train_seed)
     deadline = cpu_deadline(args, options.lora_minutes)
-    return train_worker_model(name, args, data, deadline, options.cache_dir)
+    return train_worker_model(
+        name,
+        args,
+        data,
+        deadline,
+        options.cache_dir,
+        options.extra_examples,
+        options.phase1_test,
+    )
 
 
 def cpu_deadline(args: TrainingArgs, minutes: float) -> float | None:

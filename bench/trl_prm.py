@@ -71,6 +71,7 @@ from bench.prm_quality import (
     CALIBRATION_SHARE,
     FULL,
     SHARED_DATA,
+    Scored,
     Split,
     Trained,
     examples,
@@ -184,7 +185,7 @@ def train(
 def wrong_probabilities(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
-    items: Sequence[ProcessBenchItem],
+    items: Sequence[Scored],
     config: Any,
     batch_size: int,
 ) -> list[np.ndarray]:
@@ -277,7 +278,7 @@ def train_trl(data: Split, options: argparse.Namespace, train_seed: int) -> Trai
         training = train(model, tokenizer, data.train, config)
         cpu_seconds = time.process_time() - cpu_started
 
-    def probabilities(items: Sequence[ProcessBenchItem]) -> list[np.ndarray]:
+    def probabilities(items: Sequence[Scored]) -> list[np.ndarray]:
         per_batch = score_batch_size_on(worker, model.device)
         wrong = wrong_probabilities(model, tokenizer, items, config, per_batch)
         return [three_classes(p) for p in wrong]

@@ -50,6 +50,17 @@ def test_an_eval_dir_that_is_not_there_names_the_setting(
     assert get_settings().eval_dir == tmp_path / "evals"
 
 
+def test_a_phase1_file_that_is_not_there_names_the_setting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("STEPLABEL_TRAIN_PHASE1_LABELS", str(tmp_path / "phase1.jsonl.gz"))
+    with pytest.raises(SettingsError, match=r"STEPLABEL_TRAIN_PHASE1_LABELS: .*no file at"):
+        get_settings()
+    (tmp_path / "phase1.jsonl.gz").write_bytes(b"")
+    get_settings.cache_clear()
+    assert get_settings().train_phase1_labels == tmp_path / "phase1.jsonl.gz"
+
+
 def test_cli_fails_at_start_with_the_setting_named(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

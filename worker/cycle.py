@@ -43,7 +43,7 @@ from app.db import first_line, is_database_away, transaction
 from app.grading import answer_groups, grade_solutions
 from app.models import RunStatus, TrainingRun
 from app.pool_shape import chosen_strategy, per_problem
-from worker import evaluate, repository, runs
+from worker import evaluate, phase1, repository, runs
 from worker.assess import Assessment, EvalSets, assess, compare, gate_order
 from worker.checkpoint import directory_bytes, load_checkpoint, remove_checkpoint, save_checkpoint
 from worker.control import Picks, with_control
@@ -56,8 +56,16 @@ from worker.pretrained import resolve_base_model
 from worker.repository import CurrentCheckpoint, PoolSolution
 from worker.score import score_solutions
 from worker.select import Candidate, SelectionPlan, as_strategy, uncertainty_of
-from worker.split import LabelExamples, Split, SplitLabels, TrainedOn, load_trained_on, split_labels
-from worker.train import fit, setup
+from worker.split import (
+    LabelExamples,
+    Split,
+    SplitLabels,
+    TrainedOn,
+    load_trained_on,
+    split_labels,
+    with_extra_training,
+)
+from worker.train import Example, fit, setup
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -181,6 +189,10 @@ class Cycle:
         with self.step("data"):
             labels = self._labels()
             parts = split_labels(labels, self.split)
+            extra = self._phase1_examples()
+            if extra:
+                parts = with_extra_training(parts, extra, self.split)
+                self.metrics["phase1_examples"] = len(extra)
             self.metrics.update(
                 examples=sum(len(label.examples) for label in labels),
                 labels=len(labels),
@@ -248,6 +260,12 @@ class Cycle:
     def _labels(self) -> list[LabelExamples]:
         with transaction(self.engine) as session:
             return training_labels(session, self.settings)
+
+    @_on_main_rank
+    def _phase1_examples(self) -> list[Example]:
+        """PRM800K phase 1's training step labels where a setting points at the file."""
+        path = self.settings.train_phase1_labels
+        return [] if path is None else phase1.training_examples(path)
 
     @_on_main_rank
     def _base_model(self) -> str:

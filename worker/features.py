@@ -125,16 +125,15 @@ class FeatureCache:
             for key, steps, data in _select(connection, "key, steps, data", "features", unread):
                 found[key] = _array(data, steps, width)
             missing = list(dict.fromkeys(k for k in unread if k not in found))
-            prefixes = {
-                whole: (key, steps)
-                for key, whole, steps in _select(
-                    connection, "key, whole, steps", "prefixes", missing
-                )
-            }
+            # Several of the keys asked for can be step prefixes of one whole sequence.
+            prefixes: dict[bytes, list[tuple[bytes, int]]] = {}
+            for key, whole, steps in _select(connection, "key, whole, steps", "prefixes", missing):
+                prefixes.setdefault(whole, []).append((key, steps))
             wholes = list(prefixes)
             for whole, total, data in _select(connection, "key, steps, data", "features", wholes):
-                key, steps = prefixes[whole]
-                found[key] = _array(data, total, width)[:steps]
+                values = _array(data, total, width)
+                for key, steps in prefixes[whole]:
+                    found[key] = values[:steps]
         if self.memory is not None:
             self.memory.update(found)
         self.hits += len(found)

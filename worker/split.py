@@ -16,6 +16,7 @@ problems only under one identity, and every evaluation set leaves out what eithe
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -96,6 +97,20 @@ def split_labels(labels: list[LabelExamples], split: Split) -> SplitLabels:
         held_out_labels=len(judging),
         chosen_left_out=len(labels) - len(trained) - len(judging),
         trained_problems=frozenset(problem_hash(label.problem) for label in trained),
+    )
+
+
+def with_extra_training(parts: SplitLabels, extra: list[Example], split: Split) -> SplitLabels:
+    """``parts`` with ``extra`` examples (labels from outside the team, e.g. PRM800K phase 1)
+    trained on too, except those of a problem held out: a held-out problem (by the split's
+    hash, or among the held-out examples) is never trained on, whoever labeled it."""
+    _, held_out = split_by_problem(extra, split.held_out_fraction, split.seed)
+    held = {e.problem_id for e in held_out} | {e.problem_id for e in parts.held_out}
+    kept = [e for e in extra if e.problem_id not in held]
+    return dataclasses.replace(
+        parts,
+        train=[*parts.train, *kept],
+        trained_problems=parts.trained_problems | {problem_hash(e.problem) for e in kept},
     )
 
 

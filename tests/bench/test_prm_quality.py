@@ -14,12 +14,15 @@ from bench.prm_quality import (
     FULL,
     HEADS,
     LORA,
+    PHASE1_TEST,
     Split,
     Trained,
     cpu_deadline,
     figures,
     judge_model,
     main,
+    phase1_judged,
+    phase1_training,
     pooled_estimate,
     print_table,
     restrict,
@@ -56,6 +59,7 @@ def test_the_figures_name_the_judged_subsets_only(shared_data: Path, tmp_path: P
             "--subsets=gsm8k",
             "--train-subsets=gsm8k,math",
             "--per-subset=20",
+            "--phase1-test-problems=0",
             f"--json={figures}",
         ]
     )
@@ -251,3 +255,45 @@ def test_a_subset_without_correct_test_solutions_prints_no_accuracy_for_them() -
     (row,) = [line for line in out.getvalue().splitlines() if line.startswith("| x | a |")]
     assert row.split(" | ")[4] == "n/a"  # accuracy on correct solutions
     assert result["processbench"]["subsets"]["a"]["accuracy_correct"] is None
+
+
+def test_phase1_steps_train_and_judge_without_a_processbench_problem(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    options = argparse.Namespace(
+        data=shared_data,
+        test_share=0.5,
+        seed=0,
+        judge="test",
+        phase1_problems=30,
+        phase1_test_problems=None,
+    )
+    processbench = {normalized_problem(i.problem) for i in load_processbench(shared_data)}
+
+    training = phase1_training(options)
+    judged = phase1_judged(options)
+
+    assert len({e.problem for e in training}) == 30
+    assert all(e.labels[-1] in (-1, 0, 1) for e in training + judged)
+    judged_problems = {normalized_problem(e.problem) for e in judged}
+    # 101 test problems, 28 of them ProcessBench's, some without a rated step.
+    assert 60 < len(judged_problems) <= 101 - 28
+    assert not judged_problems & processbench
+    assert not {normalized_problem(e.problem) for e in training} & (processbench | judged_problems)
+    options.judge = "calibration"
+    assert phase1_judged(options) == []
+
+    figures_path = tmp_path / "figures.json"
+    main(
+        [
+            "--models=constant",
+            "--subsets=gsm8k",
+            "--per-subset=20",
+            "--phase1-test-problems=8",
+            f"--json={figures_path}",
+        ]
+    )
+    (result,) = json.loads(figures_path.read_text())
+    # A constant model tells no step from another: a defined AUROC of one half.
+    assert result["step_auroc"][PHASE1_TEST]["value"] == pytest.approx(0.5)
+    assert result["step_auroc"][PHASE1_TEST]["n"] == 8  # problems, the bootstrap's units

@@ -440,3 +440,42 @@ def test_a_missing_current_checkpoint_is_an_error_not_a_first_model(
     assert gate["error"] == (
         f"the current checkpoint (run {first.id}) is missing: {current.checkpoint_path}"
     )
+
+
+@pytest.mark.sqlite_only
+def test_prm800k_phase1_labels_are_trained_on_beside_the_teams(
+    engine: Engine, database_url: str, tmp_path: Path, shared_data: Path
+) -> None:
+    """STEPLABEL_TRAIN_PHASE1_LABELS: the file's training lines (here its first 12 real
+    ones, and one test line that must never be read) join the team's labels."""
+    import gzip
+
+    from worker.phase1 import FILE_NAME, training_examples
+    from worker.train import split_by_problem
+
+    with gzip.open(shared_data / FILE_NAME, "rt") as lines:
+        first = [next(lines) for _ in range(12)]
+    test_line = json.loads(first[0]) | {"split": "test", "problem": "A test problem?"}
+    phase1 = tmp_path / "phase1.jsonl.gz"
+    with gzip.open(phase1, "wt") as out:
+        out.writelines([*first, json.dumps(test_line) + "\n"])
+    with transaction(engine) as session:
+        seed(session)
+    label_queued(engine)
+    plain = run_once(engine, database_url, tmp_path / "plain")
+    outcome = run_once(engine, database_url, tmp_path / "more", train_phase1_labels=str(phase1))
+
+    assert plain.status == outcome.status == RunStatus.SUCCEEDED.value, outcome.error
+    with Session(engine) as session:
+        without, with_phase1 = session.scalars(select(TrainingRun).order_by(TrainingRun.id))
+    assert with_phase1.metrics and without.metrics
+    extra = training_examples(phase1)
+    assert with_phase1.metrics["phase1_examples"] == len(extra) > 12
+    assert "phase1_examples" not in without.metrics
+    added = (
+        with_phase1.metrics["train"]["labeled_steps"] - without.metrics["train"]["labeled_steps"]
+    )
+    # Two problems; the split holds one of them out (7.8 minutes in seconds): not trained on.
+    kept, held = split_by_problem(extra, 0.2, 0)
+    assert kept and held and added == len(kept)
+    assert with_phase1.labels_used == without.labels_used

