@@ -4,13 +4,14 @@ Labels stream in id order (import order) in chunks, so memory stays flat however
 the dataset grows. Imported labels and labels made in the app go through the same code.
 """
 
+import json
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from sqlalchemy import ColumnElement, Engine, Select, func, or_, select
+from sqlalchemy import ColumnElement, Engine, Select, Text, cast, func, or_, select
 from sqlalchemy.orm import Session
 
 from app import prm800k
@@ -189,34 +190,45 @@ def _label_chunk(session: Session, label_filter: ExportFilter, after: int) -> li
 
 
 def _steps_by_label(session: Session, label_ids: set[int]) -> dict[int, list[dict[str, Any]]]:
+    """The labels' steps in PRM800K's form, read in one query: each step joined with its
+    completions, a step without any as one row of nulls (its completions export as null,
+    app/prm800k.py)."""
     # A range scan of the primary key is cheaper than a long IN list; with filters, rows
     # of labels in the range but not selected are skipped here.
     first, last = min(label_ids), max(label_ids)
-    completions: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
-    for label_id, step_index, text, rating, flagged in session.execute(
+    rows = session.execute(
         select(
-            COMPLETIONS.label_id,
-            COMPLETIONS.step_index,
+            STEPS.label_id,
+            STEPS.step_index,
+            STEPS.chosen_completion,
+            # Most steps have no human completion: reading the column as text and decoding
+            # the few that hold one skips the JSON type's per-row processing.
+            cast(STEPS.human_completion, Text),
             COMPLETIONS.text,
             COMPLETIONS.rating,
             COMPLETIONS.flagged,
         )
-        .where(COMPLETIONS.label_id.between(first, last))
-        .order_by(COMPLETIONS.label_id, COMPLETIONS.step_index, COMPLETIONS.completion_index)
-    ).all():
-        if label_id in label_ids:
-            completions[label_id, step_index].append(prm800k.completion_dict(text, rating, flagged))
-    steps: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for label_id, step_index, chosen, human in session.execute(
-        select(STEPS.label_id, STEPS.step_index, STEPS.chosen_completion, STEPS.human_completion)
+        .outerjoin(
+            StepCompletion.__table__,
+            (COMPLETIONS.label_id == STEPS.label_id) & (COMPLETIONS.step_index == STEPS.step_index),
+        )
         .where(STEPS.label_id.between(first, last))
-        .order_by(STEPS.label_id, STEPS.step_index)
-    ).all():
-        if label_id in label_ids:
-            # A step without completion rows had null completions (app/prm800k.py).
-            steps[label_id].append(
-                prm800k.step_dict(completions.pop((label_id, step_index), None), human, chosen)
-            )
+        .order_by(STEPS.label_id, STEPS.step_index, COMPLETIONS.completion_index)
+    ).all()
+    steps: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    step: tuple[int, int] | None = None
+    completions: list[dict[str, Any]] | None = None
+    for label_id, step_index, chosen, human, text, rating, flagged in rows:
+        if label_id not in label_ids:
+            continue
+        if (label_id, step_index) != step:
+            # The first row of a step: its completion text is null where it has none.
+            step = label_id, step_index
+            completions = None if text is None else []
+            human_completion = None if human is None else json.loads(human)
+            steps[label_id].append(prm800k.step_dict(completions, human_completion, chosen))
+        if completions is not None:
+            completions.append(prm800k.completion_dict(text, rating, flagged))
     return steps
 
 
