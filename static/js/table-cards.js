@@ -25,12 +25,29 @@
     return names.map(function (name) { return name.text; });
   }
 
+  // A table whose parts are shown as blocks loses its table semantics in browsers: screen
+  // readers (and role queries) would no longer find its rows and row headers. Say them.
+  function keepTableRoles(table) {
+    table.setAttribute("role", "table");
+    Array.prototype.forEach.call(table.querySelectorAll(":scope > thead, :scope > tbody"),
+      function (group) { group.setAttribute("role", "rowgroup"); });
+    Array.prototype.forEach.call(table.rows, function (row) {
+      row.setAttribute("role", "row");
+      Array.prototype.forEach.call(row.cells, function (cell) {
+        var header = cell.tagName === "TH";
+        var inHead = row.parentNode && row.parentNode.tagName === "THEAD";
+        cell.setAttribute("role", !header ? "cell" : inHead ? "columnheader" : "rowheader");
+      });
+    });
+  }
+
   function label(root) {
     // A matrix (labelers by steps, labelers by labelers) reads across both ways: it scrolls.
     root.querySelectorAll("main table:not([data-no-cards])").forEach(function (table) {
       var names = columnNames(table);
       if (!names.length) return;
       table.classList.add("cards");
+      keepTableRoles(table);
       Array.prototype.forEach.call(table.tBodies, function (body) {
         Array.prototype.forEach.call(body.rows, function (row) {
           var column = 0;

@@ -69,9 +69,9 @@ def test_the_admin_pages_run_under_the_policy(admin_page: Page) -> None:
 def test_the_new_user_form_empties_itself_after_a_success(admin_page: Page) -> None:
     refused = refusals(admin_page)
     admin_page.goto("/admin/users")
-    name = admin_page.get_by_label("Name")
+    name = admin_page.get_by_label("Name", exact=True)
     name.fill(f"new-{uuid.uuid4().hex[:6]}")
-    admin_page.get_by_role("button", name="Create").click()
+    admin_page.get_by_role("button", name="Create", exact=True).click()
     expect(admin_page.locator("#result")).to_contain_text("Created labeler")
     expect(name).to_have_value("")
     assert refused == []

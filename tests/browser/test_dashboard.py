@@ -64,19 +64,19 @@ def test_a_new_users_password_shows_once_and_the_table_follows(
 ) -> None:
     admin_page.goto("/admin/users")
     name = f"zoe-{uuid.uuid4().hex[:6]}"
-    admin_page.get_by_label("Name").fill(name)
-    admin_page.get_by_role("button", name="Create").click()
+    admin_page.get_by_label("Name", exact=True).fill(name)
+    admin_page.get_by_role("button", name="Create", exact=True).click()
     result = admin_page.locator("#result")
     expect(result).to_contain_text(f"Created labeler {name}.")
     expect(result.locator(".password code")).to_have_text(re.compile(r"^[a-z0-9-]{19}$"))
-    expect(admin_page.get_by_label("Name")).to_have_value("")  # the form is ready again
+    expect(admin_page.get_by_label("Name", exact=True)).to_have_value("")  # the form is ready again
     expect(admin_page.locator("#user-table")).to_contain_text(name)
     expect(admin_page).to_have_url(re.compile(r"/admin/users$"))
     with Session(live_app.engine) as session:
         assert session.scalar(select(User.is_approved).where(User.name == name)) is False
 
-    admin_page.get_by_label("Name").fill(name)
-    admin_page.get_by_role("button", name="Create").click()
+    admin_page.get_by_label("Name", exact=True).fill(name)
+    admin_page.get_by_role("button", name="Create", exact=True).click()
     expect(result.locator(".form-error")).to_contain_text("already exists")
     expect(result.locator(".password")).to_have_count(0)
 
