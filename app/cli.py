@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
+from app.cli_common import IncludeQcOption, IncludeScreeningOption, LabelerOption
 from app.cli_common import fail as _fail
 from app.cli_common import require_current_schema as _require_current_schema
 from app.progress import TerminalProgress, terminal_progress
@@ -197,16 +198,9 @@ def export(
             help="Only labels made at or after this time (UTC unless an offset is given)."
         ),
     ] = None,
-    labeler: Annotated[
-        list[str] | None, typer.Option(help="Only this labeler, by UUID or name (repeatable).")
-    ] = None,
-    include_qc: Annotated[
-        bool, typer.Option("--include-qc/--exclude-qc", help="Quality-control labels.")
-    ] = True,
-    include_screening: Annotated[
-        bool,
-        typer.Option("--include-screening/--exclude-screening", help="Screening labels."),
-    ] = True,
+    labeler: LabelerOption = None,
+    include_qc: IncludeQcOption = True,
+    include_screening: IncludeScreeningOption = True,
     consensus: Annotated[
         bool,
         typer.Option(

@@ -13,6 +13,7 @@ from typing import Annotated, BinaryIO
 
 import typer
 
+from app.cli_common import IncludeQcOption, IncludeScreeningOption, LabelerOption
 from app.cli_common import fail as _fail
 from app.cli_common import require_current_schema as _require_current_schema
 from app.progress import TerminalProgress, terminal_progress
@@ -169,16 +170,9 @@ def remote_pull(
     generation: Annotated[
         list[int] | None, typer.Option(help="Only these generations (repeatable).")
     ] = None,
-    labeler: Annotated[
-        list[str] | None, typer.Option(help="Only this labeler, by UUID or name (repeatable).")
-    ] = None,
-    include_qc: Annotated[
-        bool, typer.Option("--include-qc/--exclude-qc", help="Quality-control labels.")
-    ] = True,
-    include_screening: Annotated[
-        bool,
-        typer.Option("--include-screening/--exclude-screening", help="Screening labels."),
-    ] = True,
+    labeler: LabelerOption = None,
+    include_qc: IncludeQcOption = True,
+    include_screening: IncludeScreeningOption = True,
 ) -> None:
     """Write the labels (since a cursor) as PRM800K JSONL, the same bytes `steplabel
     export` writes, and print the next cursor alone on the last line."""
