@@ -20,6 +20,7 @@ CPU default: a labeled step costs one forward pass, once); ``lora`` trains low-r
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 from collections import deque
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from torch.func import functional_call
 from transformers import (
     AutoModel,
     AutoTokenizer,
+    Cache,
     LlamaConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
@@ -446,10 +448,14 @@ class PRM(nn.Module):
         attention_mask: torch.Tensor | None,
         steps: StepPositions,
         weights: dict[str, torch.Tensor] | None = None,
+        cache: Cache | None = None,
     ) -> torch.Tensor:
         """(steps, feature_width): each step's readings, one after another.
 
         ``weights``, when given, replace the backbone's parameters for this forward pass.
+        With a key/value ``cache``, ``input_ids`` continue the tokens it holds (their
+        positions follow its length; ``attention_mask``, if any, covers both), it grows by
+        them, and ``steps`` are positions in ``input_ids``.
         """
         kept = self.backbone.config.num_hidden_layers
         wanted = {reading_layer(r, kept) for r in self.readings} - {kept}
@@ -460,7 +466,13 @@ class PRM(nn.Module):
             )
             for layer in sorted(wanted)
         ]
-        inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": False}
+        inputs: dict[str, Any] = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "use_cache": False,
+        }
+        if cache is not None:
+            inputs |= {"use_cache": True, cache_argument(self.backbone): cache}
         try:
             if weights is None:
                 output = self.backbone(**inputs)
@@ -484,6 +496,13 @@ class StepPositions:
     rows: torch.Tensor
     starts: torch.Tensor
     ends: torch.Tensor
+
+
+def cache_argument(backbone: nn.Module) -> str:
+    """The name under which ``backbone``'s forward takes a key/value cache: ``cache`` since
+    transformers 5 renamed ``past_key_values``, which older versions take."""
+    parameters = inspect.signature(backbone.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
 
 
 def reading_layer(reading: str, kept: int) -> int:

@@ -8,6 +8,7 @@ per batch and put back in the callers' order.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from typing import cast
 
 import numpy as np
 import torch
-from transformers import PreTrainedTokenizerBase
+from transformers import DynamicCache, PreTrainedTokenizerBase
 
 from worker.features import FeatureCache, prefix_keys, round_features, sequence_key
 from worker.head import StepHead
@@ -277,13 +278,22 @@ def _window_features(
         keys = [sequence_key(w.encoded.input_ids, w.encoded.step_end_positions) for w in windows]
         known = cache.get_many(keys, model.feature_width)
     todo = [i for i in range(len(windows)) if not keys or keys[i] not in known]
-    lengths = [len(windows[i].encoded.input_ids) for i in todo]
+    shared, alone = _shared_prefixes([windows[i].encoded for i in todo])
+    lengths = [len(windows[todo[i]].encoded.input_ids) for i in alone]
     queued = []
     per_batch = score_batch_size_on(args, device)
     for indices in length_batches(lengths, per_batch, args.max_tokens_per_batch):
-        batch = [todo[i] for i in indices]
+        batch = [todo[alone[i]] for i in indices]
         vectors = _step_vectors(model, weights, tokenizer, [windows[i] for i in batch])
         queued.append((batch, vectors))
+    tokens = sum(lengths)
+    for group in shared:
+        batch = [todo[i] for i in group]
+        encoded = [windows[i].encoded for i in batch]
+        queued.append(
+            (batch, _shared_prefix_vectors(model, weights, tokenizer, encoded, per_batch))
+        )
+        tokens += _shared_prefix_tokens(encoded)
     # To the host only once every batch is queued: a copy after each batch would make the
     # host wait for the GPU instead of preparing the next batch meanwhile.
     computed: dict[int, np.ndarray] = {}
@@ -300,7 +310,95 @@ def _window_features(
             (keys[i], values, _prefix_keys(windows[i].encoded)) for i, values in computed.items()
         )
     found = [computed[i] if i in computed else known[keys[i]] for i in range(len(windows))]
-    return _Found(found, len(todo), sum(lengths))
+    return _Found(found, len(todo), tokens)
+
+
+def _shared_prefixes(encoded: list[Encoded]) -> tuple[list[list[int]], list[int]]:
+    """Indices of the sequences that differ only in their last step, in groups of two or
+    more by the tokens before it (PRM800K's rated candidates after one prefix), and the
+    indices of the others."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for index, sequence in enumerate(encoded):
+        prefix = sequence.input_ids[: sequence.step_start_positions[-1]]
+        groups.setdefault(tuple(prefix), []).append(index)
+    shared = [group for prefix, group in groups.items() if prefix and len(group) > 1]
+    grouped = {index for group in shared for index in group}
+    return shared, [index for index in range(len(encoded)) if index not in grouped]
+
+
+def _shared_prefix_tokens(encoded: list[Encoded]) -> int:
+    """The tokens ``_shared_prefix_vectors`` runs the model on: the prefix once, then each
+    sequence's last step."""
+    prefix = encoded[0].step_start_positions[-1]
+    return prefix + sum(len(e.input_ids) - prefix for e in encoded)
+
+
+def _shared_prefix_vectors(
+    model: PRM,
+    weights: dict[str, torch.Tensor] | None,
+    tokenizer: PreTrainedTokenizerBase,
+    encoded: list[Encoded],
+    per_batch: int,
+) -> torch.Tensor:
+    """The readings of sequences that share every token before their last step, in
+    sequence order, each sequence's steps in order: as ``_step_vectors`` reads them, but
+    with the shared prefix run once and each last step (``per_batch`` at a time) run on a
+    copy of its key/value cache, instead of the whole prefix again for every sequence.
+
+    A causal model's state at a position depends on the tokens before it alone, so every
+    reading is the unshared one up to float rounding (a test checks it).
+    """
+    device = next(model.parameters()).device
+    first = encoded[0]
+    length = first.step_start_positions[-1]
+    prefix_cache = DynamicCache()
+    before = model.read_steps(
+        device_tensor(first.input_ids[:length], device)[None],
+        None,
+        _positions(
+            [0] * len(first.step_end_positions[:-1]),
+            first.step_start_positions[:-1],
+            first.step_end_positions[:-1],
+            device,
+        ),
+        weights,
+        prefix_cache,
+    )
+    last_steps = []
+    for start in range(0, len(encoded), per_batch):
+        part = encoded[start : start + per_batch]
+        tails = [
+            Encoded(e.input_ids[length:], e.label_ids[length:], [e.step_end_positions[-1] - length])
+            for e in part
+        ]
+        batch = collate(tails, tokenizer.pad_token_id, device)
+        # The mask covers the cache's tokens too; a batch of one has no padding to mask.
+        mask = batch.attention_mask
+        if mask is not None and len(part) > 1:
+            mask = torch.cat([mask.new_ones(len(part), length), mask], dim=1)
+        else:
+            mask = None
+        cache = copy.deepcopy(prefix_cache)
+        cache.batch_repeat_interleave(len(part))
+        steps = _positions(
+            list(range(len(part))),
+            [0] * len(part),
+            [t.step_end_positions[0] for t in tails],
+            device,
+        )
+        last_steps.append(model.read_steps(batch.input_ids, mask, steps, weights, cache))
+    last = torch.cat(last_steps)
+    return torch.cat([torch.cat([before, last[k : k + 1]]) for k in range(len(encoded))])
+
+
+def _positions(
+    rows: list[int], starts: list[int], ends: list[int], device: torch.device
+) -> StepPositions:
+    return StepPositions(
+        rows=device_tensor(rows, device),
+        starts=device_tensor(starts, device),
+        ends=device_tensor(ends, device),
+    )
 
 
 def _prefix_keys(encoded: Encoded) -> list[bytes]:
@@ -330,12 +428,11 @@ def _step_vectors(
     device = next(model.parameters()).device
     batch = collate([w.encoded for w in windows], tokenizer.pad_token_id, device)
     encoded = [w.encoded for w in windows]
-    steps = StepPositions(
-        rows=device_tensor(
-            [row for row, e in enumerate(encoded) for _ in e.step_end_positions], device
-        ),
-        starts=device_tensor([p for e in encoded for p in e.step_start_positions], device),
-        ends=device_tensor([p for e in encoded for p in e.step_end_positions], device),
+    steps = _positions(
+        [row for row, e in enumerate(encoded) for _ in e.step_end_positions],
+        [p for e in encoded for p in e.step_start_positions],
+        [p for e in encoded for p in e.step_end_positions],
+        device,
     )
     return model.read_steps(batch.input_ids, batch.attention_mask, steps, weights)
 

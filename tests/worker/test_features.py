@@ -6,12 +6,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from transformers import PreTrainedTokenizerBase
+from transformers import AutoModel, PreTrainedTokenizerBase, Qwen2Config
 
 from tests.worker import tiny_args
 from worker import score as scoring
 from worker.features import FeatureCache, cache_for, prefix_keys, sequence_key
-from worker.model import HEAD_READINGS, PRM, collate, encode, keep_layers
+from worker.model import (
+    HEAD_READINGS,
+    PRM,
+    build_tiny_tokenizer,
+    collate,
+    encode,
+    keep_layers,
+)
 from worker.score import step_features
 from worker.train import setup
 
@@ -80,6 +87,56 @@ def test_a_step_prefix_is_read_from_its_whole_sequence(
     # Another problem with the same steps is another sequence.
     _, computed = step_features(model, tokenizer, [("Other.", STEPS[:2])], args, cache)
     assert computed.sequences == 1
+
+
+CANDIDATES = ["3+4=7", "A much longer candidate: 3+4=7, checked twice over.", "", "7"]
+SHARING = [
+    *((PROBLEM, [*STEPS[:2], candidate]) for candidate in CANDIDATES),  # after two steps
+    *((PROBLEM, [candidate]) for candidate in CANDIDATES[:2]),  # first steps: the problem
+    ("Other.", STEPS),  # alone
+]
+"""PRM800K phase 1's shape: candidates for the next step after one prefix."""
+
+
+def _tiny_qwen2() -> PRM:
+    """A 2-layer Qwen2 (biases on its attention projections) on the byte tokenizer."""
+    tokenizer = build_tiny_tokenizer()
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
+    torch.manual_seed(0)
+    return PRM(AutoModel.from_config(config), HEAD_READINGS)
+
+
+@pytest.mark.parametrize("backbone", ["llama", "qwen2"])
+@pytest.mark.parametrize("per_batch", [1, 3])
+def test_candidates_after_one_prefix_share_its_key_value_cache(
+    head_model: tuple[PRM, PreTrainedTokenizerBase], backbone: str, per_batch: int
+) -> None:
+    model, tokenizer = head_model
+    if backbone == "qwen2":
+        model = _tiny_qwen2()
+    args = tiny_args(mode="head", score_batch_size=per_batch)
+    whole = [encode(tokenizer, problem, steps, None, args.max_length) for problem, steps in SHARING]
+
+    shared, throughput = step_features(model, tokenizer, SHARING, args)
+
+    # Each alone, as it was computed before: its whole sequence in one forward pass.
+    for item, values in zip(SHARING, shared, strict=True):
+        alone, computed = step_features(model, tokenizer, [item], args)
+        assert computed.tokens == len(whole[SHARING.index(item)].input_ids)
+        np.testing.assert_allclose(values, alone[0], atol=2e-3, rtol=2e-3)
+    # Each prefix once, then every candidate's own tokens.
+    two_steps, first_steps = whole[0].step_start_positions[-1], whole[4].step_start_positions[-1]
+    run = [two_steps, first_steps, *(len(w.input_ids) for w in whole[-1:])]
+    run += [len(w.input_ids) - two_steps for w in whole[:4]]
+    run += [len(w.input_ids) - first_steps for w in whole[4:6]]
+    assert throughput.sequences == len(SHARING) and throughput.tokens == sum(run)
 
 
 def test_a_remembering_cache_gives_back_what_it_saw_without_tokenizing(

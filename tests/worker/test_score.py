@@ -1,6 +1,7 @@
 """Scoring: order kept through length batching, the product rule, windows, the trained PRM."""
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -56,21 +57,18 @@ def test_a_cpu_scores_one_sequence_at_a_time_by_default(
     model, tokenizer = untrained
     batched, _ = step_probabilities(model, tokenizer, ITEMS, tiny_args(score_batch_size=4))
     sizes: list[int] = []
-    real_step_vectors = scoring._step_vectors
+    real_read_steps = model.read_steps
 
-    def counting(
-        model: PRM,
-        weights: dict[str, torch.Tensor] | None,
-        tokenizer: PreTrainedTokenizerBase,
-        windows: list[scoring._Window],
-    ) -> torch.Tensor:
-        sizes.append(len(windows))
-        return real_step_vectors(model, weights, tokenizer, windows)
+    def counting(input_ids: torch.Tensor, *args: Any) -> torch.Tensor:
+        sizes.append(input_ids.shape[0])
+        return real_read_steps(input_ids, *args)
 
-    monkeypatch.setattr(scoring, "_step_vectors", counting)
+    monkeypatch.setattr(model, "read_steps", counting)
     default, _ = step_probabilities(model, tokenizer, ITEMS, tiny_args())
 
-    assert sizes == [1] * (len(ITEMS) - 1)  # the solution with no steps has no window
+    # Three solutions alone; the two identical ones share their prefix's key/value cache
+    # (its pass, then each one's last step); the solution with no steps has no window.
+    assert sizes == [1] * 6
     for a, b in zip(batched, default, strict=True):
         assert a.shape == b.shape and np.allclose(a, b, atol=1e-6)
 
@@ -97,8 +95,9 @@ def test_scoring_in_chunks_changes_nothing(
     assert len(chunked) == len(whole) == len(ITEMS)
     for a, b in zip(whole, chunked, strict=True):
         assert a.shape == b.shape and np.allclose(a, b, atol=1e-6)
-    assert chunked_throughput.tokens == whole_throughput.tokens
     assert chunked_throughput.sequences == whole_throughput.sequences
+    # The two identical solutions share their prefix's pass only within one chunk.
+    assert chunked_throughput.tokens > whole_throughput.tokens
 
 
 def test_solution_score_is_the_product_of_step_scores(untrained: Untrained) -> None:
