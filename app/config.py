@@ -137,6 +137,10 @@ class Settings(BaseSettings):
     are trained on in every run beside the team's own labels, except on held-out problems;
     its test split is never read. Unset: the team's labels alone. In ``head`` mode their
     features are computed once (hours on 2 CPU cores, see README's model section)."""
+    train_phase1_problems: int | None = Field(default=None, ge=1)
+    """With ``train_phase1_labels``: the ratings of this many of its training problems only,
+    the same ones every time (worker/phase1.py ``training_sample``); unset: all 900. The
+    configuration recommended for a CPU team takes 30 (BENCHMARKS.md, "Issue 38")."""
     train_held_out_fraction: float = Field(default=0.2, ge=0, lt=1)
     """Share of labeled problems never trained on, for the step AUROC and the gate."""
     train_seed: int = 0

@@ -61,6 +61,15 @@ def test_a_phase1_file_that_is_not_there_names_the_setting(
     assert get_settings().train_phase1_labels == tmp_path / "phase1.jsonl.gz"
 
 
+def test_a_phase1_sample_takes_one_problem_or_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STEPLABEL_TRAIN_PHASE1_PROBLEMS", "0")
+    with pytest.raises(SettingsError, match=r"STEPLABEL_TRAIN_PHASE1_PROBLEMS"):
+        get_settings()
+    monkeypatch.setenv("STEPLABEL_TRAIN_PHASE1_PROBLEMS", "30")
+    get_settings.cache_clear()
+    assert get_settings().train_phase1_problems == 30
+
+
 def test_cli_fails_at_start_with_the_setting_named(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

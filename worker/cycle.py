@@ -263,9 +263,11 @@ class Cycle:
 
     @_on_main_rank
     def _phase1_examples(self) -> list[Example]:
-        """PRM800K phase 1's training step labels where a setting points at the file."""
+        """PRM800K phase 1's training step labels where a setting points at the file (a
+        fixed sample of ``train_phase1_problems`` of its problems, or all)."""
         path = self.settings.train_phase1_labels
-        return [] if path is None else phase1.training_examples(path)
+        problems = self.settings.train_phase1_problems
+        return [] if path is None else phase1.training_sample(path, problems)
 
     @_on_main_rank
     def _base_model(self) -> str:

@@ -35,6 +35,10 @@ from worker.eval_sets import unit_hash
 from worker.train import Example
 
 FILE_NAME = "prm800k_phase1_stepwise.jsonl.gz"
+SAMPLE_SEED = 0
+"""``problem_sample``'s seed where a number of training problems is asked for: the worker's
+(``STEPLABEL_TRAIN_PHASE1_PROBLEMS``) and the bench's (its split seed, 0 unless changed),
+so that both take the same problems."""
 Phase1Split = Literal["train", "test"]
 RATINGS = (-1, 0, 1)
 
@@ -145,6 +149,12 @@ def step_examples(steps: Sequence[Phase1Step], leave_out: Collection[str] = ()) 
 def training_examples(path: Path, leave_out: Collection[str] = ()) -> list[Example]:
     """The ``train`` split's step labels (never a ``test`` line), ``leave_out`` left out."""
     return step_examples(list(read_steps(path, "train")), leave_out)
+
+
+def training_sample(path: Path, problems: int | None) -> list[Example]:
+    """The ``train`` split's step labels of ``problems`` of its problems (all with None),
+    the same ones every time (``problem_sample`` with ``SAMPLE_SEED``)."""
+    return problem_sample(training_examples(path), problems, SAMPLE_SEED)
 
 
 def judging_examples(path: Path, leave_out: Collection[str]) -> list[Example]:

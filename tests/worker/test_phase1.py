@@ -14,7 +14,17 @@ import pytest
 from app.content_keys import normalized_problem
 from tests.conftest import SHARED_DATA
 from worker.data import problem_key
-from worker.phase1 import FILE_NAME, Phase1Error, judging_examples, read_steps, step_examples
+from worker.phase1 import (
+    FILE_NAME,
+    SAMPLE_SEED,
+    Phase1Error,
+    judging_examples,
+    problem_sample,
+    read_steps,
+    step_examples,
+    training_examples,
+    training_sample,
+)
 
 PHASE1 = SHARED_DATA / FILE_NAME
 RAW = SHARED_DATA / "prm800k_raw_samples.jsonl"
@@ -128,3 +138,19 @@ def test_a_line_that_is_no_phase1_step_is_named(tmp_path: Path) -> None:
 
     with pytest.raises(Phase1Error, match=r"bad.jsonl.gz, line 2: not a phase-1 step \(rating 7\)"):
         list(read_steps(path))
+
+
+def test_a_training_sample_is_the_same_problems_every_time(phase1: Path, tmp_path: Path) -> None:
+    """STEPLABEL_TRAIN_PHASE1_PROBLEMS: the worker takes the problems the bench takes."""
+    few = tmp_path / FILE_NAME
+    with gzip.open(phase1, "rt") as lines, gzip.open(few, "wt") as out:
+        out.writelines(islice(lines, 40))  # the file's first 5 problems
+    everything = training_examples(few)
+
+    two = training_sample(few, 2)
+
+    problems = {normalized_problem(e.problem) for e in two}
+    assert len(problems) == 2 < len({normalized_problem(e.problem) for e in everything})
+    assert two == problem_sample(everything, 2, SAMPLE_SEED) == training_sample(few, 2)
+    assert two == [e for e in everything if normalized_problem(e.problem) in problems]
+    assert training_sample(few, None) == everything
