@@ -186,7 +186,7 @@ def remote_pull(
 
     try:
         options = PullOptions(
-            format=export_format,  # type: ignore[arg-type]  # checked here, as the server does
+            format=export_format,  # checked here, as the server checks it
             since=since,
             generation=generation or [],
             labeler=labeler or [],
