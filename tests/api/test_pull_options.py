@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import typer
 from pydantic import TypeAdapter, ValidationError
+from typer.testing import CliRunner
 
 from app.inputs import GenerationNumber
 from app.main import create_app
@@ -53,3 +54,11 @@ def test_a_blank_since_is_no_cursor_and_the_query_leaves_it_out() -> None:
     assert PullOptions(since="id-5", generation=[1, 2]).query()["generation"] == [1, 2]
     with pytest.raises(ValidationError):
         PullOptions(format="csv")  # type: ignore[arg-type]
+
+
+def test_remote_pull_refuses_bad_options_before_it_connects() -> None:
+    arguments = ["pull", "-", "--url", "http://127.0.0.1:1", "--token", "x"]
+    result = CliRunner().invoke(remote_cli, [*arguments, "--format", "csv", "--generation", "-5"])
+    assert result.exit_code == 2
+    assert "--format: Input should be 'prm800k' or 'trl'" in result.output
+    assert "--generation: Input should be greater than or equal to -1" in result.output
