@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from app.storable import Text
+
 Generation = Annotated[int, Field(ge=-1, le=2**31 - 1)]
 """app.inputs.GenerationNumber's bounds (the screening generation, -1, to the largest
 INTEGER), written here so that the client need not import the tables; a test checks
@@ -23,11 +25,11 @@ class PullOptions(BaseModel):
     format: Literal["prm800k", "trl"] = Field(
         "prm800k", description="PRM800K JSONL lines, or TRL stepwise rows."
     )
-    since: str | None = Field(
+    since: Text | None = Field(
         None, max_length=64, description="The cursor the last pull gave: only newer labels."
     )
     generation: list[Generation] = Field([], description="Only these generations.")
-    labeler: list[str] = Field([], description="Only these labelers, by UUID or name.")
+    labeler: list[Text] = Field([], description="Only these labelers, by UUID or name.")
     consensus: bool = Field(False, description="One consensus label per solution.")
     include_qc: bool = Field(True, description="Quality-control labels.")
     include_screening: bool = Field(True, description="Screening labels.")

@@ -62,3 +62,10 @@ def test_remote_pull_refuses_bad_options_before_it_connects() -> None:
     assert result.exit_code == 2
     assert "--format: Input should be 'prm800k' or 'trl'" in result.output
     assert "--generation: Input should be greater than or equal to -1" in result.output
+
+
+@pytest.mark.parametrize("field", ["since", "labeler"])
+def test_text_no_database_can_store_is_refused(field: str) -> None:
+    value = "lab\x00" if field == "since" else ["lab\x00"]
+    with pytest.raises(ValidationError, match="NUL"):
+        PullOptions.model_validate({field: value})
