@@ -3,22 +3,26 @@ their import jobs, pull labels since a cursor. ``steplabel remote push|pull`` us
 pipeline may import it too::
 
     from app.client import Client
+    from app.pull_options import PullOptions
     client = Client("http://127.0.0.1:8000", token)
     client.push_file(Path("solutions.jsonl"))          # PushResult: jobs, errors
     with open("labels.jsonl", "wb") as out:
-        cursor = client.pull(out, since=last_cursor).next_cursor
+        cursor = client.pull(out, PullOptions(since=last_cursor)).next_cursor
 
-Only httpx and the standard library: no database, no server code.
+Only httpx, pydantic (app/pull_options.py) and the standard library: no database, no
+server code.
 """
 
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import httpx
+
+from app.pull_options import PullOptions
 
 API = "/api/v1"
 CURSOR_HEADER = "X-Steplabel-Next-Cursor"
@@ -172,28 +176,14 @@ class Client:
     def pull(
         self,
         out: BinaryIO,
+        options: PullOptions | None = None,
         *,
-        since: str | None = None,
-        export_format: str = "prm800k",
-        generations: Sequence[int] = (),
-        labelers: Sequence[str] = (),
-        consensus: bool = False,
-        include_qc: bool = True,
-        include_screening: bool = True,
         on_total: Callable[[int], None] | None = None,
         progress: Progress | None = None,
     ) -> PullResult:
-        """Write the labels since ``since`` to ``out`` as the server streams them."""
-        params: dict[str, Any] = {
-            "format": export_format,
-            "consensus": consensus,
-            "include_qc": include_qc,
-            "include_screening": include_screening,
-            "generation": list(generations),
-            "labeler": list(labelers),
-        }
-        if since is not None:
-            params["since"] = since
+        """Write the labels ``options`` select (default: all) to ``out`` as the server
+        streams them."""
+        params = (options or PullOptions()).query()
         lines = 0
         try:
             with self.http.stream("GET", "/labels", params=params) as response:

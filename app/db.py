@@ -29,6 +29,10 @@ from app.config import get_settings
 logger = logging.getLogger("steplabel.db")
 
 
+SQLITE_MMAP_BYTES = 256 << 20
+"""Address space, not memory: the OS pages the file in as it is read."""
+
+
 def is_sqlite(url: str) -> bool:
     return url.startswith("sqlite")
 
@@ -39,6 +43,9 @@ def _enable_sqlite_features(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
+    # Pages read through a memory map, not a system call each: a pull reads 50 MB of
+    # stored text per 10,000 labels (0.25 s -> 0.14 s of reading, bench/api_export.py).
+    cursor.execute(f"PRAGMA mmap_size={SQLITE_MMAP_BYTES}")
     cursor.close()
     # Let SQLAlchemy, not the driver, open transactions (see _begin_immediate).
     dbapi_connection.isolation_level = None

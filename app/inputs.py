@@ -13,9 +13,10 @@ from typing import Annotated, Any, NoReturn
 
 from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
-from pydantic import AfterValidator, Field
+from pydantic import Field
 
 from app.models import SCREENING_GENERATION
+from app.storable import Text as Text  # its home is light: the client checks with it too
 
 INTEGER_MAX = 2**31 - 1
 """The largest value of an INTEGER column on Postgres: ids, generations, counts."""
@@ -25,21 +26,6 @@ DbId = Annotated[int, Field(ge=1, le=INTEGER_MAX)]
 GenerationNumber = Annotated[int, Field(ge=SCREENING_GENERATION, le=INTEGER_MAX)]
 """A generation of solutions: -1 (the screening set), 0 and up."""
 PageNumber = Annotated[int, Field(ge=1, le=INTEGER_MAX)]
-
-
-def storable(text: str) -> str:
-    """``text`` unchanged; ValueError if it holds what no database column can store."""
-    if "\x00" in text:
-        raise ValueError("must not contain the NUL character")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("must be valid Unicode, without lone surrogates") from None
-    return text
-
-
-Text = Annotated[str, AfterValidator(storable)]
-"""Text from a form or a JSON body, refused (422) when a database could not store it."""
 
 
 def json_safe(value: Any) -> Any:

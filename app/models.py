@@ -201,6 +201,10 @@ class Solution(Base):
     """Distinct labelers wanted for this solution; null means the project's setting."""
     completed_count: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utc_now)
+    prm800k_question: Mapped[str | None] = mapped_column(Text)
+    """The ``question`` of its labels' PRM800K lines as JSON text, written when the solution
+    is stored, so that a pull copies it (app/datasets/export.py). Built from this row and
+    its problem's, which nothing changes once stored; null: built when pulled."""
 
     problem: Mapped[Problem] = relationship(back_populates="solutions")
 
@@ -339,6 +343,10 @@ class Label(Base):
     column's default there), the position API pulls use as their cursor
     (app/datasets/cursor.py).
     Null on SQLite, where the id serves, and for labels stored before this column."""
+    prm800k_label: Mapped[str | None] = mapped_column(Text)
+    """The ``label`` of its PRM800K line (steps, total time, finish reason) as JSON text,
+    written with the label, so that a pull copies it; the rows it is built from are never
+    changed. Null (labels stored before this column): built when pulled."""
 
     steps: Mapped[list["LabelStep"]] = relationship(
         order_by="LabelStep.step_index", cascade="all, delete-orphan"

@@ -307,11 +307,33 @@ def record_dict(
         "is_quality_control_question": is_quality_control,
         "is_initial_screening_question": is_initial_screening,
         "question": question,
-        "label": {"steps": steps, "total_time": total_time, "finish_reason": finish_reason},
+        "label": label_dict(steps, total_time, finish_reason),
     }
     if external_id is not None:
         record[EXTERNAL_ID] = external_id
     return record
+
+
+def label_dict(
+    steps: list[dict[str, Any]], total_time: int | None, finish_reason: str | None
+) -> dict[str, Any]:
+    return {"steps": steps, "total_time": total_time, "finish_reason": finish_reason}
+
+
+def steps_of_rows(
+    steps: list[dict[str, Any]], completions: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """PRM800K's steps from a label's ``label_steps`` and ``step_completions`` rows (their
+    columns as dicts), as export reads them: a step without completion rows has null."""
+    by_step: dict[int, list[dict[str, Any]]] = {}
+    for row in sorted(completions, key=lambda row: (row["step_index"], row["completion_index"])):
+        by_step.setdefault(row["step_index"], []).append(
+            completion_dict(row["text"], row["rating"], row["flagged"])
+        )
+    return [
+        step_dict(by_step.get(row["step_index"]), row["human_completion"], row["chosen_completion"])
+        for row in sorted(steps, key=lambda row: row["step_index"])
+    ]
 
 
 # json.dumps builds a new encoder on every call that passes an option; one, made once,
@@ -322,6 +344,83 @@ _ENCODE = json.JSONEncoder(allow_nan=False).encode
 def dumps(record: dict[str, Any]) -> str:
     """One JSONL line, with the default settings PRM800K was written with; strict JSON."""
     return _ENCODE(record)
+
+
+# Stored text: a line's two large parts, encoded once when their rows are written
+# (labels.prm800k_label, solutions.prm800k_question) and spliced into the line at export.
+# The rest of a line, a few short values, is encoded at export from the columns, so that
+# it is always what the rows say now.
+
+
+def label_text(
+    steps: list[dict[str, Any]], total_time: int | None, finish_reason: str | None
+) -> str:
+    """A line's ``label`` as JSON text, as ``dumps`` writes it within the line."""
+    return _ENCODE(label_dict(steps, total_time, finish_reason))
+
+
+def question_text(
+    problem: str,
+    ground_truth_solution: str | None,
+    ground_truth_answer: str | None,
+    pre_generated: tuple[list[str] | None, str | None, float | None] | None,
+) -> str | None:
+    """A line's ``question`` as JSON text (``question_dict``'s arguments); None where it
+    holds a score JSON cannot write (the line is then refused at export, with a message)."""
+    try:
+        return _ENCODE(
+            question_dict(problem, ground_truth_solution, ground_truth_answer, pre_generated)
+        )
+    except ValueError:
+        return None
+
+
+def record_label_text(record: Record) -> str:
+    """``label_text`` of an imported record: what export builds from its rows."""
+    steps = [
+        step_dict(
+            None
+            if step.completions is None
+            else [completion_dict(c.text, c.rating, c.flagged) for c in step.completions],
+            step.human_completion.as_json() if step.human_completion else None,
+            step.chosen_completion,
+        )
+        for step in record.label.steps
+    ]
+    reason = record.label.finish_reason
+    return label_text(steps, record.label.total_time, None if reason is None else reason.value)
+
+
+def line_text(
+    *,
+    labeler: str,
+    timestamp: datetime,
+    generation: int | None,
+    is_quality_control: bool,
+    is_initial_screening: bool,
+    question: str,
+    label: str,
+    external_id: str | None,
+) -> str:
+    """``dumps(record_dict(...))`` and a newline, byte for byte, from the question's and
+    the label's JSON text (``question_text``, ``label_text``)."""
+    end = "}\n" if external_id is None else f', "{EXTERNAL_ID}": {_string(external_id)}}}\n'
+    return (
+        f'{{"labeler": {_string(labeler)}, "timestamp": "{timestamp.isoformat()}", '
+        f'"generation": {"null" if generation is None else int(generation)}, '
+        f'"is_quality_control_question": {_boolean(is_quality_control)}, '
+        f'"is_initial_screening_question": {_boolean(is_initial_screening)}, '
+        f'"question": {question}, "label": {label}{end}'
+    )
+
+
+# What the encoder itself writes for a string (ensure_ascii, the default) and a boolean,
+# without its per-call dispatch on 50,000 short values per 10,000 lines.
+_string = json.encoder.encode_basestring_ascii
+
+
+def _boolean(value: bool) -> str:
+    return "true" if value else "false"
 
 
 # Import: a validated Record as rows of the label tables.
@@ -354,6 +453,7 @@ def label_row(
         "is_initial_screening": record.is_initial_screening_question,
         "total_time": record.label.total_time,
         "finish_reason": record.label.finish_reason,
+        "prm800k_label": record_label_text(record),
     }
 
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, BinaryIO
+from typing import TYPE_CHECKING, Annotated, BinaryIO
 
 import typer
 
@@ -17,6 +17,9 @@ from app.cli_common import IncludeQcOption, IncludeScreeningOption, LabelerOptio
 from app.cli_common import fail as _fail
 from app.cli_common import require_current_schema as _require_current_schema
 from app.progress import TerminalProgress, terminal_progress
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 tokens_cli = typer.Typer(help="API tokens for the JSON API (/api/v1).", no_args_is_help=True)
 remote_cli = typer.Typer(
@@ -176,8 +179,23 @@ def remote_pull(
 ) -> None:
     """Write the labels (since a cursor) as PRM800K JSONL, the same bytes `steplabel
     export` writes, and print the next cursor alone on the last line."""
-    from app import client
+    from pydantic import ValidationError
 
+    from app import client
+    from app.pull_options import PullOptions
+
+    try:
+        options = PullOptions(
+            format=export_format,  # checked here, as the server checks it
+            since=since,
+            generation=generation or [],
+            labeler=labeler or [],
+            consensus=consensus,
+            include_qc=include_qc,
+            include_screening=include_screening,
+        )
+    except ValidationError as error:
+        _fail(_option_errors(error), 2)
     try:
         with (
             _binary_output(out) as stream,
@@ -185,16 +203,7 @@ def remote_pull(
             terminal_progress("pulling", "labels", lambda: None, quiet=out == "-") as bar,
         ):
             result = api.pull(
-                stream,
-                since=since,
-                export_format=export_format,
-                generations=generation or (),
-                labelers=labeler or (),
-                consensus=consensus,
-                include_qc=include_qc,
-                include_screening=include_screening,
-                on_total=_set_total(bar),
-                progress=bar.advance if bar else None,
+                stream, options, on_total=_set_total(bar), progress=bar.advance if bar else None
             )
     except client.ApiError as error:
         _fail(str(error))
@@ -202,6 +211,15 @@ def remote_pull(
         _fail(f"cannot write {out}: {error.strerror or error}")
     typer.echo(f"wrote {result.labels} lines to {out}; next cursor:", err=True)
     typer.echo(result.next_cursor)
+
+
+def _option_errors(error: "ValidationError") -> str:
+    """A pull's bad options, one line each, as the command line names them."""
+    flags = {"format": "--format"}
+    return "\n".join(
+        f"{flags.get(str(e['loc'][0]), '--' + str(e['loc'][0]).replace('_', '-'))}: {e['msg']}"
+        for e in error.errors()
+    )
 
 
 @contextmanager

@@ -30,7 +30,7 @@ from schemathesis.schemas import APIOperation
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app import users
+from app import tokens, users
 from app.auth import CSRF_FIELD, CSRF_HEADER
 from app.main import create_app
 from app.models import Role
@@ -39,7 +39,11 @@ from tests.factories import PASSWORD, make_label, make_solution, make_user
 from tests.web import csrf_from
 
 ROLES = (None, Role.LABELER, Role.ADMIN)
-"""Who sends the requests: a visitor who is not logged in, a labeler, an admin."""
+"""Who sends the requests: a visitor who is not logged in, a labeler, an admin; and beside
+them a pipeline holding an admin's API token (``TOKEN_HOLDER``)."""
+TOKEN_HOLDER = "pipeline"
+"""The admin whose token the token-holding actor sends: it pushes and pulls through
+/api/v1 amid the others' requests, with no cookie."""
 EXAMPLES = {
     "sqlite": {GenerationMode.POSITIVE: 42, GenerationMode.NEGATIVE: 16},
     "postgres": {GenerationMode.POSITIVE: 10, GenerationMode.NEGATIVE: 5},
@@ -64,13 +68,22 @@ class Actor:
     headers: dict[str, str] = field(default_factory=dict)
     logins: int = 0
 
+    holds_token: bool = False
+    """A pipeline with an API token (``TOKEN_HOLDER``'s, every scope), not a browser."""
+
     @property
     def name(self) -> str:
+        if self.holds_token:
+            return TOKEN_HOLDER
         return self.role.value if self.role else "visitor"
 
     def log_in(self) -> None:
         """Through the login form, as a browser does; each time from another address, so
-        that the fuzzer's failed logins never throttle the actor's own."""
+        that the fuzzer's failed logins never throttle the actor's own. A token holder
+        gets a new token instead."""
+        if self.holds_token:
+            self._new_token()
+            return
         self.logins += 1
         client = TestClient(self.app, client=(f"127.0.1.{self.logins % 250}", 50000))
         token = csrf_from(client.get("/login").text)
@@ -87,7 +100,11 @@ class Actor:
         out, deactivate either actor, reset their passwords or end their sessions."""
         if self.role is None:
             return
-        me = TestClient(self.app, cookies=self.cookies).get("/me", follow_redirects=False)
+        me = TestClient(self.app, cookies=self.cookies).get(
+            "/api/v1/me" if self.holds_token else "/me",
+            headers=self.headers,
+            follow_redirects=False,
+        )
         if me.status_code == 200:
             return
         with Session(self.engine) as session:
@@ -95,6 +112,27 @@ class Actor:
             users.reset_password(session, self.name, PASSWORD)
             session.commit()
         self.log_in()
+
+    def _new_token(self) -> None:
+        """A token of every scope for ``TOKEN_HOLDER`` (the fuzzer, as an admin, may revoke
+        it or deactivate its user), sent as a pipeline sends it: a bearer header alone."""
+        with Session(self.engine) as session:
+            holder = users.user_by_name(session, TOKEN_HOLDER)
+            _token, secret = tokens.create_token(
+                session, holder, "fuzz", tokens.parse_scopes("import,export,read")
+            )
+            session.commit()
+        self.cookies = {}
+        self.headers = {"Authorization": f"Bearer {secret}"}
+
+
+def _actors(app: FastAPI, engine: Engine) -> list[Actor]:
+    """Every actor, logged in."""
+    actors = [Actor(app, engine, role) for role in ROLES]
+    actors.append(Actor(app, engine, Role.ADMIN, holds_token=True))
+    for actor in actors:
+        actor.log_in()
+    return actors
 
 
 @dataclass
@@ -119,6 +157,7 @@ def app(engine: Engine) -> Iterator[FastAPI]:
     with Session(engine) as session:
         labeler = make_user(session, Role.LABELER.value)
         make_user(session, Role.ADMIN.value, role=Role.ADMIN)
+        make_user(session, TOKEN_HOLDER, role=Role.ADMIN)
         solutions = [make_solution(session) for _ in range(5)]
         make_label(session, labeler, solutions[0], [[1], [0]])
         session.commit()
@@ -159,10 +198,14 @@ def _fuzz(
     )
     @given(case=operation.as_strategy(generation_mode=mode))
     def send(case: Case) -> None:
+        changed = False
         for actor in actors:
             status, detail = _send(case, actor)
             tally.add(case, actor, status, detail)
-            if case.method != "GET" and status < 400:
+            changed = changed or (case.method != "GET" and status < 400)
+        if changed:
+            # An admin's request may have ended any actor's session, or revoked the token.
+            for actor in actors:
                 actor.keep_logged_in()
 
     try:
@@ -177,9 +220,7 @@ def test_no_generated_request_gets_a_server_error(
     app: FastAPI, engine: Engine, database_factory: DatabaseFactory, part: int
 ) -> None:
     backend = database_factory.backend
-    actors = [Actor(app, engine, role) for role in ROLES]
-    for actor in actors:
-        actor.log_in()
+    actors = _actors(app, engine)
     total = Tally()
     started = time.perf_counter()
     for operation in _operations(app)[part::PARTS]:

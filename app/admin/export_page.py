@@ -1,7 +1,7 @@
 """The admin's Export page: the labels as a download, streamed, in the formats and with the
 filters of the API's pull (app/datasets/pull.py), which it shares."""
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, StreamingResponse
@@ -11,8 +11,8 @@ from sqlalchemy.orm import Session
 from app.auth import check_csrf, current_admin
 from app.datasets import pull
 from app.db import DbSession
-from app.inputs import GenerationNumber
 from app.models import Label, User, utc_now
+from app.pull_options import PullOptions
 from app.templating import render
 
 router = APIRouter(prefix="/admin", dependencies=[Depends(current_admin), Depends(check_csrf)])
@@ -45,29 +45,13 @@ def _context(session: Session) -> dict[str, Any]:
 
 @router.get("/export/download", response_class=StreamingResponse)
 def export_download(
-    session: DbSession,
-    format: Literal["prm800k", "trl"] = "prm800k",
-    generation: Annotated[list[GenerationNumber] | None, Query()] = None,
-    labeler: Annotated[list[str] | None, Query()] = None,
-    since: Annotated[str | None, Query(max_length=64)] = None,
-    consensus: bool = False,
-    exclude_qc: bool = False,
-    exclude_screening: bool = False,
+    session: DbSession, options: Annotated[PullOptions, Query()]
 ) -> StreamingResponse:
     """The labels as a file, streamed; its name ends with the cursor of the next pull."""
     try:
-        planned = pull.plan_pull(
-            session,
-            export_format=format,
-            since=(since or "").strip() or None,  # the form sends an empty field
-            generations=generation or (),
-            labelers=labeler or (),
-            consensus=consensus,
-            include_quality_control=not exclude_qc,
-            include_screening=not exclude_screening,
-        )
+        planned = pull.plan_pull(session, options)
     except pull.PullError as error:
         raise HTTPException(400, f"{error}.") from None
-    name = f"labels-{format}-{utc_now():%Y%m%dT%H%M%SZ}-next-{planned.next_cursor}.jsonl"
+    name = f"labels-{options.format}-{utc_now():%Y%m%dT%H%M%SZ}-next-{planned.next_cursor}.jsonl"
     headers = {"Content-Disposition": f'attachment; filename="{name}"', **planned.headers()}
     return StreamingResponse(planned.lines(), media_type="application/x-ndjson", headers=headers)

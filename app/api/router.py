@@ -17,6 +17,7 @@ from app.datasets import pull
 from app.db import DbSession, transaction
 from app.inputs import DbId, GenerationNumber
 from app.models import ImportJob
+from app.pull_options import PullOptions
 
 router = APIRouter(prefix="/api/v1", tags=["api v1"])
 
@@ -102,15 +103,7 @@ def import_job(job_id: DbId, _holder: JobReader) -> ImportJobOut:
     responses={200: {"content": {"application/x-ndjson": {}}}},
 )
 def pull_labels(
-    _holder: Exporter,
-    session: DbSession,
-    format: Literal["prm800k", "trl"] = "prm800k",
-    since: Annotated[str | None, Query(max_length=64)] = None,
-    generation: Annotated[list[GenerationNumber] | None, Query()] = None,
-    labeler: Annotated[list[str] | None, Query()] = None,
-    consensus: bool = False,
-    include_qc: bool = True,
-    include_screening: bool = True,
+    _holder: Exporter, session: DbSession, options: Annotated[PullOptions, Query()]
 ) -> StreamingResponse:
     """Labels as PRM800K JSONL (byte for byte as ``steplabel export``) or TRL rows, in id
     order. ``since``: the cursor of the last pull; the response's X-Steplabel-Next-Cursor
@@ -118,16 +111,7 @@ def pull_labels(
     meanwhile included. ``external_id``, where a solution has one, is a last, extra key.
     """
     try:
-        planned = pull.plan_pull(
-            session,
-            export_format=format,
-            since=since,
-            generations=generation or (),
-            labelers=labeler or (),
-            consensus=consensus,
-            include_quality_control=include_qc,
-            include_screening=include_screening,
-        )
+        planned = pull.plan_pull(session, options)
     except pull.PullError as error:
         raise HTTPException(400, str(error)) from None
     return StreamingResponse(

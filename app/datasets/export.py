@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from sqlalchemy import ColumnElement, Engine, Select, Text, cast, func, or_, select
+from sqlalchemy import ColumnElement, Engine, Select, Text, case, cast, func, or_, select
 from sqlalchemy.orm import Session
 
 from app import prm800k
@@ -171,16 +171,27 @@ def _label_records(
 
 def _label_chunk(session: Session, label_filter: ExportFilter, after: int) -> list[Chunked]:
     """The next CHUNK_SIZE selected labels after label ``after``: (id, solution id, record)."""
-    query = label_filter.apply(
-        select(*_LABEL_COLUMNS)
+    return _labels_where(session, [*label_filter.conditions(), LABELS.id > after], CHUNK_SIZE)
+
+
+def _selected(columns: Sequence[Any], conditions: Sequence[ColumnElement[bool]]) -> AnySelect:
+    """``columns`` of the labels that meet ``conditions``, with their users, problems and
+    solutions, in id order."""
+    return (
+        select(*columns)
         .join(User.__table__, USERS.id == LABELS.labeler_id)
         .join(Problem.__table__, PROBLEMS.id == LABELS.problem_id)
         .outerjoin(Solution.__table__, SOLUTIONS.id == LABELS.solution_id)
-        .where(LABELS.id > after)
+        .where(*conditions)
         .order_by(LABELS.id)
-        .limit(CHUNK_SIZE)
     )
-    labels = session.execute(query).all()
+
+
+def _labels_where(
+    session: Session, conditions: Sequence[ColumnElement[bool]], limit: int | None = None
+) -> list[Chunked]:
+    """The labels that meet ``conditions`` (at most ``limit``): (id, solution id, record)."""
+    labels = session.execute(_selected(_LABEL_COLUMNS, conditions).limit(limit)).all()
     if not labels:
         return []
     steps = _steps_by_label(session, {label.id for label in labels})
@@ -249,6 +260,79 @@ def _record(label: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
         total_time=label.total_time,
         finish_reason=label.finish_reason,
         external_id=label.source_id,
+    )
+
+
+# PRM800K lines from stored text (app/prm800k.py, "Stored text"): what a pull reads.
+
+_without_solution = LABELS.solution_id.is_(None)
+_LINE_COLUMNS = (
+    LABELS.id,
+    USERS.uuid,
+    LABELS.timestamp,
+    LABELS.generation,
+    LABELS.is_quality_control,
+    LABELS.is_initial_screening,
+    LABELS.solution_id,
+    SOLUTIONS.source_id,
+    LABELS.prm800k_label,
+    SOLUTIONS.prm800k_question,
+    # A label without a solution (imported phase 1) shows its problem's short question,
+    # encoded here; no other label reads the problem.
+    case((_without_solution, PROBLEMS.text)).label("problem"),
+    case((_without_solution, PROBLEMS.ground_truth_answer)).label("ground_truth_answer"),
+)
+
+
+def line_chunk(session: Session, label_filter: ExportFilter, after: int) -> tuple[int, str]:
+    """The next CHUNK_SIZE selected labels after label ``after`` as PRM800K JSONL, the lines
+    ``export_line`` writes: (the last label's id, 0 when there are none; the text)."""
+    conditions = [*label_filter.conditions(), LABELS.id > after]
+    rows = session.execute(_selected(_LINE_COLUMNS, conditions).limit(CHUNK_SIZE)).all()
+    if not rows:
+        return 0, ""
+    lines = [_stored_line(*row) for row in rows]
+    unstored = [row.id for row, line in zip(rows, lines, strict=True) if line is None]
+    if unstored:
+        # Labels stored before their text was (or a question JSON cannot write): built
+        # as ``steplabel export`` builds every line.
+        built = {
+            label_id: export_line(record, "prm800k")
+            for label_id, _solution, record in _labels_where(session, [LABELS.id.in_(unstored)])
+        }
+        lines = [line or built[row.id] for row, line in zip(rows, lines, strict=True)]
+    return rows[-1].id, "".join(lines)  # type: ignore[arg-type]  # none is None now
+
+
+def _stored_line(
+    _id: int,
+    labeler: str,
+    timestamp: datetime,
+    generation: int | None,
+    is_quality_control: bool,
+    is_initial_screening: bool,
+    solution_id: int | None,
+    external_id: str | None,
+    label: str | None,
+    question: str | None,
+    problem: str | None,
+    ground_truth_answer: str | None,
+) -> str | None:
+    """A row of ``_LINE_COLUMNS`` as its line; None where a part is not stored."""
+    if solution_id is None:
+        assert problem is not None
+        question = prm800k.question_text(problem, None, ground_truth_answer, None)
+    if question is None or label is None:
+        return None
+    return prm800k.line_text(
+        labeler=labeler,
+        timestamp=timestamp,
+        generation=generation,
+        is_quality_control=is_quality_control,
+        is_initial_screening=is_initial_screening,
+        question=question,
+        label=label,
+        external_id=external_id,
     )
 
 
@@ -438,6 +522,9 @@ def stream_export(
         for start in range(0, len(written), CHUNK_SIZE):
             yield "".join(written[start : start + CHUNK_SIZE])
         return
+    if export_format == "prm800k":
+        yield from _stored_lines(engine, label_filter)
+        return
     after = 0
     while True:
         with transaction(engine) as session:
@@ -447,3 +534,14 @@ def stream_export(
         lines = (export_line(record, export_format) for _id, _solution, record in labels)
         yield "".join(line for line in lines if line is not None)
         after = labels[-1][0]
+
+
+def _stored_lines(engine: Engine, label_filter: ExportFilter) -> Iterator[str]:
+    """``stream_export`` of PRM800K lines, mostly copied from stored text."""
+    after = 0
+    while True:
+        with transaction(engine) as session:
+            after, text = line_chunk(session, label_filter, after)
+        if not after:
+            return
+        yield text

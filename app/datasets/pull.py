@@ -1,7 +1,7 @@
 """Pulling labels: the filters and cursor of a pull checked, its window fixed, its lines
 streamed. The API's pull (app/api/router.py) and the admin's Export page share it."""
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sqlalchemy import Engine
@@ -10,8 +10,8 @@ from sqlalchemy.orm import Session
 from app.datasets import export
 from app.datasets.cursor import pull_window
 from app.datasets.export import ExportFilter
+from app.pull_options import PullOptions
 
-FORMATS = ("prm800k", "trl")
 CURSOR_HEADER = "X-Steplabel-Next-Cursor"
 COUNT_HEADER = "X-Steplabel-Labels"
 
@@ -39,51 +39,39 @@ class Pull:
         return {CURSOR_HEADER: self.next_cursor, COUNT_HEADER: str(self.labels)}
 
 
-def plan_pull(
-    session: Session,
-    *,
-    export_format: str = "prm800k",
-    since: str | None = None,
-    generations: Sequence[int] = (),
-    labelers: Sequence[str] = (),
-    consensus: bool = False,
-    include_quality_control: bool = True,
-    include_screening: bool = True,
-) -> Pull:
+def plan_pull(session: Session, options: PullOptions) -> Pull:
     """Check a pull's options and fix its window now, in ``session`` (a request's: on
     SQLite a second transaction would wait for its lock); PullError says what is wrong.
 
     ``session`` must not have written: on Postgres its own transaction would hold the
     horizon back. The lines are read later, in transactions of their own.
     """
-    if export_format not in FORMATS:
-        raise PullError(f"format must be one of {', '.join(FORMATS)}, not {export_format!r}")
-    unknown = export.unknown_labelers(session, labelers)
+    unknown = export.unknown_labelers(session, options.labeler)
     if unknown:
         names = ", ".join(map(repr, unknown))
         raise PullError(f"labeler: no user has the name or UUID {names}")
     try:
-        window = pull_window(session, since)
+        window = pull_window(session, options.since)
     except ValueError as error:
         raise PullError(str(error)) from None
     label_filter = ExportFilter(
-        generations=generations,
-        labelers=labelers,
-        include_quality_control=include_quality_control,
-        include_screening=include_screening,
+        generations=options.generation,
+        labelers=options.labeler,
+        include_quality_control=options.include_qc,
+        include_screening=options.include_screening,
         window=window,
-        consensus=consensus,
+        consensus=options.consensus,
     )
-    if consensus and since is not None:
+    if options.consensus and options.since is not None:
         # Votes span cursors: a new label can change a solution pulled before.
         raise PullError(
             "a consensus pull is the whole consensus as of now: pull it without since "
             "(one line per solution; a later pull's line for a solution replaces this one's)"
         )
-    if consensus and export_format != "prm800k":
+    if options.consensus and options.format != "prm800k":
         raise PullError("a consensus pull writes PRM800K lines: format=prm800k")
     count = export.count_labels(session, label_filter)
-    return Pull(_engine_of(session), label_filter, export_format, count, window.next_cursor)
+    return Pull(_engine_of(session), label_filter, options.format, count, window.next_cursor)
 
 
 def _engine_of(session: Session) -> Engine:

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Table, select, update
 from sqlalchemy.orm import Session
 
-from app import content_keys
+from app import content_keys, prm800k
 from app.datasets.bulk import insert_rows_returning_ids
 from app.models import LABELS, PROBLEMS, SOLUTIONS, USERS, QueueState, Role, TaskStyle
 
@@ -243,6 +243,7 @@ class Store:
             ).all()
         )
         new = _first_by_key(spec for spec in specs if spec.content_key not in found)
+        questions = self._question_texts(new.values())
         rows = [
             {
                 "content_key": key,
@@ -256,6 +257,7 @@ class Store:
                 "queue_state": spec.queue_state.value,
                 "alternatives": spec.alternatives,
                 "style": spec.style.value,
+                "prm800k_question": questions[key],
             }
             for key, spec in new.items()
         ]
@@ -263,6 +265,38 @@ class Store:
         self.created["solutions"] += len(new_ids)
         found.update(zip(new, new_ids, strict=True))
         return [found[spec.content_key] for spec in specs]
+
+    def _question_texts(self, specs: Iterable[SolutionSpec]) -> dict[str, str | None]:
+        """New solutions' PRM800K ``question`` as JSON text, by content key."""
+        specs = list(specs)
+        problem_ids = {spec.problem_id for spec in specs}
+        problems = {
+            row.id: row
+            for row in self.session.execute(
+                select(
+                    PROBLEMS.c.id,
+                    PROBLEMS.c.text,
+                    PROBLEMS.c.ground_truth_solution,
+                    PROBLEMS.c.ground_truth_answer,
+                ).where(PROBLEMS.c.id.in_(problem_ids))
+            )
+        }
+        texts: dict[str, str | None] = {}
+        for spec in specs:
+            problem = problems[spec.problem_id]
+            # A phase-1 task's labels show the question as phase 1 did (app/datasets/export.py).
+            pre_generated = (
+                None
+                if spec.style == TaskStyle.PHASE1
+                else (spec.steps, spec.answer, spec.verifier_score)
+            )
+            texts[spec.content_key] = prm800k.question_text(
+                problem.text,
+                problem.ground_truth_solution,
+                problem.ground_truth_answer,
+                pre_generated,
+            )
+        return texts
 
     def labeler_ids(self, uuids: Sequence[str]) -> list[int]:
         """User ids for labeler UUIDs; unknown labelers become inactive users."""

@@ -690,7 +690,7 @@ def leased_task(connection: Connection, assignment_id: int) -> LeasedTask | None
 LABEL_COLUMNS = (
     "dedupe_key", "labeler_id", "problem_id", "solution_id", "timestamp", "generation",
     "is_quality_control", "is_initial_screening", "total_time", "finish_reason", "note",
-    "created_at",
+    "created_at", "prm800k_label",
 )  # fmt: skip
 STEP_COLUMNS = ("step_index", "chosen_completion", "human_completion")
 COMPLETION_COLUMNS = ("step_index", "completion_index", "text", "rating", "flagged")

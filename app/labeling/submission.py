@@ -23,6 +23,7 @@ from typing import Annotated, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from sqlalchemy import Connection
 
+from app import prm800k
 from app.content_keys import content_key
 from app.inputs import Text
 from app.labeling import repository
@@ -205,10 +206,17 @@ def label_writes(
 ) -> LabelWrites:
     """What storing the submission as the task's label writes."""
     steps = [_label_step(task, index, step) for index, step in enumerate(submission.steps)]
+    step_rows = [row for row, _ in steps]
+    completions = [completion for _, completions in steps for completion in completions]
+    label = _label_row(task, labeler, submission, now)
+    # Its PRM800K text, encoded once now rather than at every pull (app/prm800k.py).
+    label["prm800k_label"] = prm800k.label_text(
+        prm800k.steps_of_rows(step_rows, completions), label["total_time"], label["finish_reason"]
+    )
     return LabelWrites(
-        label=_label_row(task, labeler, submission, now),
-        steps=[row for row, _ in steps],
-        completions=[completion for _, completions in steps for completion in completions],
+        label=label,
+        steps=step_rows,
+        completions=completions,
         assignment_id=task.assignment_id,
         holder_id=labeler.id,
         counted_solution=task.solution_id if task.slot is not None else None,

@@ -16,6 +16,7 @@ from app.consensus.service import PROVENANCE_KEY
 from app.datasets.export import ExportFilter, write_consensus_export
 from app.datasets.pull import PullError, plan_pull
 from app.models import Solution, User
+from app.pull_options import PullOptions
 from tests.conftest import DatabaseFactory
 from tests.factories import make_label, make_rated_label, make_solution, make_user
 
@@ -40,7 +41,7 @@ def _write_label(session: Session, labeler_id: int, solution_id: int, mark: int)
 def _pull(engine: Engine, since: str | None) -> tuple[list[int], str]:
     """(the marks of the labels pulled, the next cursor)."""
     with Session(engine) as session:
-        pull = plan_pull(session, since=since)
+        pull = plan_pull(session, PullOptions(since=since))
     marks = [json.loads(line)["label"]["total_time"] for line in "".join(pull.lines()).splitlines()]
     assert len(marks) == pull.labels
     return marks, pull.next_cursor
@@ -126,9 +127,9 @@ def test_a_cursor_from_elsewhere_is_refused(engine: Engine) -> None:
     other = "id-5" if engine.dialect.name == "postgresql" else "xid-5"
     with Session(engine) as session:
         with pytest.raises(PullError, match="not a cursor"):
-            plan_pull(session, since="yesterday")
+            plan_pull(session, PullOptions(since="yesterday"))
         with pytest.raises(PullError, match="made by a server on"):
-            plan_pull(session, since=other)
+            plan_pull(session, PullOptions(since=other))
 
 
 def test_a_consensus_pull_is_the_consensus_export_and_refuses_a_cursor(engine: Engine) -> None:
@@ -145,11 +146,11 @@ def test_a_consensus_pull_is_the_consensus_export_and_refuses_a_cursor(engine: E
         expected = io.StringIO()
         write_consensus_export(session, expected, ExportFilter())
     with Session(engine) as session:
-        pull = plan_pull(session, consensus=True)
+        pull = plan_pull(session, PullOptions(consensus=True))
         with pytest.raises(PullError, match="whole consensus as of now"):
-            plan_pull(session, consensus=True, since=pull.next_cursor)
+            plan_pull(session, PullOptions(consensus=True, since=pull.next_cursor))
         with pytest.raises(PullError, match="format=prm800k"):
-            plan_pull(session, consensus=True, export_format="trl")
+            plan_pull(session, PullOptions(consensus=True, format="trl"))
     pulled = "".join(pull.lines())
     assert pulled == expected.getvalue()
     [line] = [json.loads(text) for text in pulled.splitlines()]
