@@ -804,7 +804,8 @@ def prm_page(request: Request, session: DbSession) -> HTMLResponse:
     return live_page(request, "admin/prm.html", _prm_context(session), "figures")
 
 
-@api.get("/prm")
+# By field name: the JSON API's keys, where the stored record has others (app/run_metrics.py).
+@api.get("/prm", response_model_by_alias=False)
 def prm_api(session: DbSession) -> prm.PrmStatus:
     return prm.prm_status(session, get_settings())
 
@@ -839,7 +840,7 @@ def run_page(request: Request, run: ExistingRun) -> HTMLResponse:
     return live_page(request, "admin/prm_run.html", context, "figures")
 
 
-@api.get("/prm/runs/{run_id}")
+@api.get("/prm/runs/{run_id}", response_model_by_alias=False)
 def run_api(run: ExistingRun) -> prm.RunDetail:
     return prm.run_detail(run)
 
