@@ -103,7 +103,6 @@ def training_args_from(settings: Settings) -> TrainingArgs:
         head_readings=_readings(settings.train_head_readings),
         head_members=settings.train_head_members,
         head_hidden=settings.train_head_hidden,
-        held_out_fraction=settings.train_held_out_fraction,
         seed=settings.train_seed,
     )
 
