@@ -136,7 +136,7 @@ from bench.prmbench import prmbench_without, problem_group
 from bench.seed_store import SeedStore
 from worker import evaluate
 from worker.assess import step_set
-from worker.data import examples_from_record, problem_key
+from worker.data import examples_from_record
 from worker.eval_sets import (
     PROCESSBENCH_SUBSETS,
     ProcessBenchItem,
@@ -161,6 +161,7 @@ from worker.select import (
     select,
     uncertainty_of,
 )
+from worker.split import split_key
 from worker.train import Example, fit, setup
 
 REFERENCE: Strategy = "uniform"
@@ -283,7 +284,7 @@ def load(options: argparse.Namespace) -> Data:
     return Data(
         parts,
         [training_example(i) for i in parts.train],
-        [problem_key(group(i)) for i in parts.train],
+        [split_key(group(i)) for i in parts.train],
         notes,
     )
 
@@ -314,7 +315,7 @@ def bon32_data(options: argparse.Namespace) -> Data:
     return Data(
         Split(pool, judged.calibration, judged.test),
         [training_example(i) for i in pool],
-        [problem_key(s.problem_id) for s in parts.pool],
+        [split_key(s.problem_id) for s in parts.pool],
         notes,
         [s.item for s in parts.held_out],
     )

@@ -346,10 +346,10 @@ def test_too_few_labels_to_train_on_make_no_run(
 
 def trained_problem(texts: list[str]) -> str:
     """The first of ``texts`` that the default split trains on (not held out)."""
-    from worker.data import problem_key
     from worker.eval_sets import unit_hash
+    from worker.split import split_key
 
-    return next(t for t in texts if unit_hash(0, str(problem_key(t))) >= 0.2)
+    return next(t for t in texts if unit_hash(0, str(split_key(t))) >= 0.2)
 
 
 @pytest.mark.sqlite_only
