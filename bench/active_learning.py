@@ -212,15 +212,15 @@ one (BENCHMARKS.md, issue 24). An ensemble either way, for the uncertainty strat
 # The labels a simulated labeler reveals
 
 
-def revealed_record(item: ProcessBenchItem) -> dict[str, Any]:
-    """The item's expert labels as a PRM800K record: one rated completion per step, chosen
-    while it is right, and the path ending at the first error, as a labeler's does."""
+def labeled_record(item: ProcessBenchItem, ratings: Sequence[int]) -> dict[str, Any]:
+    """A label of the item's first ``len(ratings)`` steps as a PRM800K record: one rated
+    completion per step, chosen while it is no error, and the path ending at the first -1,
+    as a labeler's does."""
     steps = [
-        step_dict([completion_dict(text, label, False)], None, 0 if label == 1 else None)
-        for text, label in zip(item.steps, item.labels, strict=True)
-        if label is not None
+        step_dict([completion_dict(text, rating, False)], None, 0 if rating >= 0 else None)
+        for text, rating in zip(item.steps, ratings, strict=False)
     ]
-    finish = FinishReason.FOUND_ERROR if item.label >= 0 else FinishReason.SOLUTION
+    finish = FinishReason.FOUND_ERROR if -1 in ratings else FinishReason.SOLUTION
     return record_dict(
         labeler=LABELER,
         timestamp=REVEALED_AT,
@@ -234,11 +234,21 @@ def revealed_record(item: ProcessBenchItem) -> dict[str, Any]:
     )
 
 
-def training_example(item: ProcessBenchItem) -> Example:
-    """The worker's training example of the item's revealed labels, checked against them."""
-    record = revealed_record(item)
+def revealed_record(item: ProcessBenchItem) -> dict[str, Any]:
+    """The item's expert labels as a PRM800K record."""
+    return labeled_record(item, [label for label in item.labels if label is not None])
+
+
+def example_of(record: dict[str, Any]) -> Example:
+    """The worker's training example of a one-path record, checked to be a PRM800K line."""
     parse_line(dumps(record))  # a valid PRM800K line, or this raises
     (example,) = examples_from_record(record)
+    return example
+
+
+def training_example(item: ProcessBenchItem) -> Example:
+    """The worker's training example of the item's revealed labels, checked against them."""
+    example = example_of(revealed_record(item))
     padded = example.labels + [None] * (len(item.steps) - len(example.steps))
     if example.steps != item.steps[: len(example.steps)] or padded != item.labels:
         raise ValueError(f"{item.id}: the record's example does not carry the item's labels")
