@@ -31,6 +31,9 @@ BEST_OF_N_SETS = {
 }
 """The best-of-N sets an evaluation may have, in the order the pages prefer them."""
 
+STORED = "stored"
+"""Serialization context: the JSON goes into ``TrainingRun.metrics`` (``Record.record``)."""
+
 
 class Record(BaseModel):
     """A part of the record: strict types (a bool is no number, "3" no int), and a field
@@ -58,12 +61,8 @@ class Record(BaseModel):
         )
 
 
-STORED = "stored"
-"""Serialization context: the JSON goes into ``TrainingRun.metrics`` (``Record.record``)."""
-
-
 class Reported(Record):
-    """Figures that may be missing, with a status saying why: "ok" where they are not."""
+    """Figures that may be missing, with a status: "ok" where they are there, else why not."""
 
     status: str | None = None
     """"ok", or why there is no figure ("not enough data: ...")."""
