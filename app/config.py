@@ -6,7 +6,7 @@ import secrets
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -20,6 +20,34 @@ key can sign a cookie that logs them in as anyone."""
 
 class SettingsError(RuntimeError):
     """A setting is missing or malformed; the message names the environment variable."""
+
+
+# The training arguments' bounds, once: Settings' ``train_*`` fields and worker/model.py's
+# TrainingArgs are declared with these types, so a value Settings accepts is one the
+# worker can train with.
+LearningRate = Annotated[float, Field(gt=0)]
+Epochs = Annotated[int, Field(ge=1)]
+BatchSize = Annotated[int, Field(ge=1)]
+MaxLength = Annotated[int, Field(ge=2)]
+WarmupRatio = Annotated[float, Field(ge=0, lt=1)]
+WeightDecay = Annotated[float, Field(ge=0)]
+PackRows = Annotated[int, Field(ge=0)]
+BackboneDepth = Annotated[float, Field(gt=0, le=1)]
+HeadMembers = Annotated[int, Field(ge=1)]
+HeadHidden = Annotated[int, Field(ge=0)]
+
+Strategy = Literal[
+    "convincing_wrong",
+    "uniform",
+    "random_wrong",
+    "uncertain",
+    "disagreement",
+    "ensemble",
+    "convincing_uncertain",
+    "diverse",
+]
+"""The selection strategies (worker/select.py says each)."""
+STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 
 
 class Settings(BaseSettings):
@@ -103,12 +131,12 @@ class Settings(BaseSettings):
     # model and the mode. Every run stores the arguments it used.
     train_mode: Literal["auto", "full", "head", "lora"] = "auto"
     """``auto``: full fine-tuning on a GPU, a frozen backbone and a trained head on the CPU."""
-    train_learning_rate: float | None = Field(default=None, gt=0)
-    train_epochs: int | None = Field(default=None, ge=1)
-    train_batch_size: int | None = Field(default=None, ge=1)
-    train_max_length: int | None = Field(default=None, ge=2)
-    train_warmup_ratio: float | None = Field(default=None, ge=0, lt=1)
-    train_weight_decay: float | None = Field(default=None, ge=0)
+    train_learning_rate: LearningRate | None = None
+    train_epochs: Epochs | None = None
+    train_batch_size: BatchSize | None = None
+    train_max_length: MaxLength | None = None
+    train_warmup_ratio: WarmupRatio | None = None
+    train_weight_decay: WeightDecay | None = None
     train_gradient_checkpointing: bool | None = None
     train_precision: Literal["auto", "fp32", "bf16", "bf16-master"] = "auto"
     """``auto``: bf16 on a GPU that supports it and on a CPU with AMX, else fp32. ``bf16``
@@ -116,20 +144,20 @@ class Settings(BaseSettings):
     master copies (``full`` and ``lora`` modes; worker/precision.py)."""
     train_pack: bool = False
     """``full`` and ``lora`` modes: several solutions per training row, no padding."""
-    train_pack_rows: int = Field(default=0, ge=0)
+    train_pack_rows: PackRows = 0
     """With ``train_pack``: 0 packs each batch of ``train_batch_size`` solutions; N fills N
     rows a batch, whatever the number of solutions that takes."""
     train_compile: bool = False
     """Each decoder layer through ``torch.compile`` while training (``full`` and ``lora``
     modes) and scoring."""
-    train_backbone_depth: float | None = Field(default=None, gt=0, le=1)
+    train_backbone_depth: BackboneDepth | None = None
     train_head_readings: str | None = None
     """``head`` mode: the readings the head reads, comma-separated (worker/model.py
     ``HEAD_READINGS``: end@1, end@0.75, end@0.5, mean@1, mean@0.75)."""
-    train_head_members: int | None = Field(default=None, ge=1)
+    train_head_members: HeadMembers | None = None
     """``head`` mode: the members of the head's ensemble; the uncertainty strategies that
     read their disagreement need two or more."""
-    train_head_hidden: int | None = Field(default=None, ge=0)
+    train_head_hidden: HeadHidden | None = None
     """``head`` mode: 0 for linear members, else each member's hidden width."""
     train_phase1_labels: Path | None = None
     """A PRM800K phase-1 stepwise file (shared/data/prm800k_phase1_stepwise.jsonl.gz): the
@@ -175,17 +203,7 @@ class Settings(BaseSettings):
     eval_best_of_n_problems: int = Field(default=40, ge=0)
     """Problems of the best-of-N sample set evaluated (8 samples each); 0: all 100."""
 
-    select_strategy: Literal[
-        "convincing_wrong",
-        "uniform",
-        "random_wrong",
-        "uncertain",
-        "disagreement",
-        "ensemble",
-        "convincing_uncertain",
-        "diverse",
-        "by_pool_shape",
-    ] = "by_pool_shape"
+    select_strategy: Literal[Strategy, "by_pool_shape"] = "by_pool_shape"
     """How a generation is chosen (worker/select.py says each; README, "Choosing what to
     label", has their figures): the paper's convincing wrong answers, a uniform pick, the
     paper's shape at random, or by the PRM's uncertainty (its first-error entropy, its head

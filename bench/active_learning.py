@@ -136,7 +136,7 @@ from bench.prmbench import prmbench_without, problem_group
 from bench.seed_store import SeedStore
 from worker import evaluate
 from worker.assess import step_set
-from worker.data import examples_from_record, problem_key
+from worker.data import examples_from_record
 from worker.eval_sets import (
     PROCESSBENCH_SUBSETS,
     ProcessBenchItem,
@@ -161,6 +161,7 @@ from worker.select import (
     select,
     uncertainty_of,
 )
+from worker.split import split_key
 from worker.train import Example, fit, setup
 
 REFERENCE: Strategy = "uniform"
@@ -211,15 +212,15 @@ one (BENCHMARKS.md, issue 24). An ensemble either way, for the uncertainty strat
 # The labels a simulated labeler reveals
 
 
-def revealed_record(item: ProcessBenchItem) -> dict[str, Any]:
-    """The item's expert labels as a PRM800K record: one rated completion per step, chosen
-    while it is right, and the path ending at the first error, as a labeler's does."""
+def labeled_record(item: ProcessBenchItem, ratings: Sequence[int]) -> dict[str, Any]:
+    """A label of the item's first ``len(ratings)`` steps as a PRM800K record: one rated
+    completion per step, chosen while it is no error, and the path ending at the first -1,
+    as a labeler's does."""
     steps = [
-        step_dict([completion_dict(text, label, False)], None, 0 if label == 1 else None)
-        for text, label in zip(item.steps, item.labels, strict=True)
-        if label is not None
+        step_dict([completion_dict(text, rating, False)], None, 0 if rating >= 0 else None)
+        for text, rating in zip(item.steps, ratings, strict=False)
     ]
-    finish = FinishReason.FOUND_ERROR if item.label >= 0 else FinishReason.SOLUTION
+    finish = FinishReason.FOUND_ERROR if -1 in ratings else FinishReason.SOLUTION
     return record_dict(
         labeler=LABELER,
         timestamp=REVEALED_AT,
@@ -233,11 +234,21 @@ def revealed_record(item: ProcessBenchItem) -> dict[str, Any]:
     )
 
 
-def training_example(item: ProcessBenchItem) -> Example:
-    """The worker's training example of the item's revealed labels, checked against them."""
-    record = revealed_record(item)
+def revealed_record(item: ProcessBenchItem) -> dict[str, Any]:
+    """The item's expert labels as a PRM800K record."""
+    return labeled_record(item, [label for label in item.labels if label is not None])
+
+
+def example_of(record: dict[str, Any]) -> Example:
+    """The worker's training example of a one-path record, checked to be a PRM800K line."""
     parse_line(dumps(record))  # a valid PRM800K line, or this raises
     (example,) = examples_from_record(record)
+    return example
+
+
+def training_example(item: ProcessBenchItem) -> Example:
+    """The worker's training example of the item's revealed labels, checked against them."""
+    example = example_of(revealed_record(item))
     padded = example.labels + [None] * (len(item.steps) - len(example.steps))
     if example.steps != item.steps[: len(example.steps)] or padded != item.labels:
         raise ValueError(f"{item.id}: the record's example does not carry the item's labels")
@@ -283,7 +294,7 @@ def load(options: argparse.Namespace) -> Data:
     return Data(
         parts,
         [training_example(i) for i in parts.train],
-        [problem_key(group(i)) for i in parts.train],
+        [split_key(group(i)) for i in parts.train],
         notes,
     )
 
@@ -314,7 +325,7 @@ def bon32_data(options: argparse.Namespace) -> Data:
     return Data(
         Split(pool, judged.calibration, judged.test),
         [training_example(i) for i in pool],
-        [problem_key(s.problem_id) for s in parts.pool],
+        [split_key(s.problem_id) for s in parts.pool],
         notes,
         [s.item for s in parts.held_out],
     )

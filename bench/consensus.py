@@ -59,24 +59,22 @@ from app.config import get_settings
 from app.consensus.rule import Status, Vote, consensus
 from app.estimates import percentile_interval
 from app.models import FinishReason
-from app.prm800k import completion_dict, dumps, parse_line, question_dict, record_dict, step_dict
 from bench.active_learning import (
-    LABELER,
     LEARNER_HEAD,
-    REVEALED_AT,
     Data,
     Learner,
     Progress,
     Snapshot,
     estimate,
+    example_of,
     joint_draws,
     judged,
+    labeled_record,
     load,
     mean_over,
     snapshot,
 )
 from bench.prm_quality import HEADS, SHARED_DATA
-from worker.data import examples_from_record
 from worker.eval_sets import ProcessBenchItem
 from worker.pretrained import resolve_base_model
 from worker.train import Example
@@ -103,25 +101,7 @@ def ratings_of(first_error: int, step_count: int) -> list[int]:
 
 def labeled_example(item: ProcessBenchItem, ratings: list[int]) -> Example:
     """The worker's training example of a label with these ratings, through a PRM800K record."""
-    steps = [
-        step_dict([completion_dict(text, rating, False)], None, 0 if rating >= 0 else None)
-        for text, rating in zip(item.steps, ratings, strict=False)
-    ]
-    finish = FinishReason.FOUND_ERROR if -1 in ratings else FinishReason.SOLUTION
-    record = record_dict(
-        labeler=LABELER,
-        timestamp=REVEALED_AT,
-        generation=None,
-        is_quality_control=False,
-        is_initial_screening=False,
-        question=question_dict(item.problem, None, None, (item.steps, None, None)),
-        steps=steps,
-        total_time=None,
-        finish_reason=finish.value,
-    )
-    parse_line(dumps(record))  # a valid PRM800K line, or this raises
-    (example,) = examples_from_record(record)
-    return example
+    return example_of(labeled_record(item, ratings))
 
 
 @dataclass

@@ -25,6 +25,7 @@ worker's default sizes.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
@@ -37,15 +38,16 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from app import schema
+from app.auth import Login
 from app.config import Settings
 from app.datasets import demo
 from app.datasets.demo_seed import DEMO_PROBLEMS, QUEUED_PER_PROBLEM, seed
 from app.db import make_engine, transaction
 from app.grading import grade_solutions
-from app.labeling.queue import next_assignment
-from app.labeling.service import queue_rules
-from app.labeling.submission import SubmissionInput, leased_task, save_label
-from app.models import Solution, TaskStyle, TrainingRun, User
+from app.labeling import repository
+from app.labeling.service import next_lease, queue_rules, submit_label
+from app.labeling.submission import SubmissionInput
+from app.models import Solution, TaskStyle, TrainingRun, User, utc_now
 from bench.prm_quality import SHARED_DATA
 from worker.cycle import run_one
 from worker.warm import warm_feature_cache
@@ -101,11 +103,14 @@ def label(engine: Engine, settings: Settings, count: int) -> int:
         with transaction(engine) as session:
             labeler = session.scalars(select(User).where(User.name == name)).one()
             connection = session.connection()
-            lease = next_assignment(connection, labeler, queue_rules(connection, settings))
+            # As the labeling pages do (app/labeling/service.py), with this run's settings.
+            login = Login(labeler.id, labeler.session_version, {})
+            rules = queue_rules(connection, settings)
+            _, lease = next_lease(connection, login, utc_now(), rules)
             if lease is None:
                 active.remove(name)
                 continue
-            task = leased_task(connection, lease.id)
+            _, task = repository.labeler_and_task(connection, labeler.id, lease.id)
             solution = session.get(Solution, lease.solution_id)
             if task is None or solution is None:
                 raise RuntimeError(f"assignment {lease.id} lost its task")
@@ -113,7 +118,9 @@ def label(engine: Engine, settings: Settings, count: int) -> int:
             slip = first_error(steps, solution.answer_correct is False, slips)
             phase1 = task.style == TaskStyle.PHASE1.value
             body = simulated_label(steps, task.alternatives or [], slip, phase1)
-            save_label(connection, task, labeler, SubmissionInput.model_validate(body), overlap=1)
+            answer = SubmissionInput.model_validate(body)
+            one = dataclasses.replace(rules, overlap=1)  # as this loop always stored them
+            submit_label(connection, login, lease.id, answer, utc_now(), one)
             labeled += 1
     return labeled
 

@@ -2,12 +2,18 @@
 
 import itertools
 import json
+import random
 import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection
+from sqlalchemy.orm import Session, object_session
 
+from app.auth import Login
+from app.labeling import repository, service
+from app.labeling.queue import QueueRules
+from app.labeling.repository import Lease, LeasedTask
 from app.models import (
     SCREENING_GENERATION,
     Label,
@@ -18,6 +24,7 @@ from app.models import (
     Solution,
     StepCompletion,
     User,
+    utc_now,
 )
 from app.users import hash_password
 
@@ -504,3 +511,29 @@ def _shown(figure: dict[str, Any], sign: str = "") -> str:
     """An estimate as the worker's gate writes it: ``0.712 [0.660, 0.750]``."""
     value, low, high = (f"{figure[key]:{sign}.3f}" for key in ("value", "low", "high"))
     return f"{value} [{low}, {high}]"
+
+
+def login_of(user: User) -> Login:
+    """The login a request of ``user`` carries, as the labeling service takes it."""
+    session = object_session(user)
+    if session is not None:
+        session.flush()  # the service reads the user's row: what the test changed first
+    return Login(user.id, user.session_version, {})
+
+
+def next_lease(
+    connection: Connection,
+    user: User,
+    rules: QueueRules,
+    now: datetime | None = None,
+    rng: random.Random | None = None,
+) -> Lease | None:
+    """The user's task as the labeling page takes it (``service.next_lease``)."""
+    return service.next_lease(connection, login_of(user), now or utc_now(), rules, rng)[1]
+
+
+def task_of(connection: Connection, user: User, lease: Lease) -> LeasedTask:
+    """The task ``lease`` holds, as a submit of ``user`` finds it."""
+    _, task = repository.labeler_and_task(connection, user.id, lease.id)
+    assert task is not None
+    return task

@@ -43,6 +43,8 @@ from app.db import first_line, is_database_away, transaction
 from app.grading import answer_groups, grade_solutions
 from app.models import RunStatus, TrainingRun
 from app.pool_shape import chosen_strategy, per_problem
+from app.run_metrics import Evaluation, Gate, LeftOut, Pace, RunMetrics, Selection
+from app.run_metrics import Split as SplitRecord
 from worker import evaluate, phase1, repository, runs
 from worker.assess import Assessment, EvalSets, assess, compare, gate_order
 from worker.checkpoint import directory_bytes, load_checkpoint, remove_checkpoint, save_checkpoint
@@ -101,7 +103,6 @@ def training_args_from(settings: Settings) -> TrainingArgs:
         head_readings=_readings(settings.train_head_readings),
         head_members=settings.train_head_members,
         head_hidden=settings.train_head_hidden,
-        held_out_fraction=settings.train_held_out_fraction,
         seed=settings.train_seed,
     )
 
@@ -154,7 +155,7 @@ class Cycle:
         self.should_stop = should_stop
         self.ranks = ranks
         self.timings: dict[str, float] = {}
-        self.metrics: dict[str, Any] = {}
+        self.metrics = RunMetrics()
         self.args = training_args_from(settings)
         self.split = Split.of(settings)
 
@@ -185,25 +186,23 @@ class Cycle:
 
     def run(self) -> None:
         with self.step("grade"):
-            self.metrics["graded"] = self._grade()
+            self.metrics.graded = self._grade()
         with self.step("data"):
             labels = self._labels()
             parts = split_labels(labels, self.split)
             extra = self._phase1_examples()
             if extra:
                 parts = with_extra_training(parts, extra, self.split)
-                self.metrics["phase1_examples"] = len(extra)
-            self.metrics.update(
-                examples=sum(len(label.examples) for label in labels),
-                labels=len(labels),
-                labels_trained=parts.trained_labels,
-                labels_held_out=parts.held_out_labels,
-                split=self.split.describe(),
-            )
+                self.metrics.phase1_examples = len(extra)
+            self.metrics.examples = sum(len(label.examples) for label in labels)
+            self.metrics.labels = len(labels)
+            self.metrics.labels_trained = parts.trained_labels
+            self.metrics.labels_held_out = parts.held_out_labels
+            self.metrics.split = SplitRecord.model_validate(self.split.describe())
         minimum = self.settings.train_min_labels
         if parts.trained_labels < minimum:
             plural = "" if parts.trained_labels == 1 else "s"
-            self.metrics["skipped"] = (
+            self.metrics.skipped = (
                 f"{parts.trained_labels} label{plural} to train on "
                 f"({len(labels) - parts.trained_labels} more on held-out problems); "
                 f"a run needs {minimum}"
@@ -212,7 +211,7 @@ class Cycle:
             return
         with self.step("prepare"):
             self.args = dataclasses.replace(self.args, base_model=self._base_model())
-            self.metrics["training_args"] = dataclasses.asdict(self.args)
+            self.metrics.training_args = _plain(dataclasses.asdict(self.args))
             current = self._current_checkpoint()
             sets, theirs = self._eval_sets(parts, current)
         with self.step("train"):
@@ -221,7 +220,7 @@ class Cycle:
             stats = fit(
                 model, tokenizer, parts.train, self.args, should_stop=self.should_stop, cache=cache
             )
-            self.metrics["train"] = _plain(stats)
+            self.metrics.train = _plain(stats)
         if stats.stopped:
             raise Stopped("stopped during training")
         with self.step("evaluate"):
@@ -246,7 +245,7 @@ class Cycle:
                 scored_with = current.run_id if current is not None else None
             scored = self._score_pool(scorer) if pace.due and scorer else None
             if scored is not None:
-                self.metrics["pool_scored_with"] = scored_with
+                self.metrics.pool_scored_with = scored_with
         with self.step("select"):
             self._select(scored, pace)
         self._save_metrics()
@@ -291,25 +290,25 @@ class Cycle:
         sets = EvalSets(
             held_out=parts.held_out, processbench=processbench, best_of_n=samples, imported=imported
         )
-        left_out = []
+        left_out: list[LeftOut] = []
         if parts.chosen_left_out:
             left_out.append(
-                {
-                    "set": "held_out",
-                    "unit": "labels",
-                    "count": parts.chosen_left_out,
-                    "reason": "on a solution a PRM chose",
-                }
+                LeftOut(
+                    set="held_out",
+                    unit="labels",
+                    count=parts.chosen_left_out,
+                    reason="on a solution a PRM chose",
+                )
             )
         sets, ours = sets.without(parts.trained_problems, "a problem this run's PRM trained on")
         theirs = load_trained_on(current.path) if current and current.path else None
         if theirs is not None:
             sets, more = sets.without(theirs.problems, "a problem the current PRM trained on")
             ours += more
-        self.metrics["evaluation_left_out"] = left_out + ours
+        self.metrics.left_out = left_out + [LeftOut.model_validate(_plain(item)) for item in ours]
         missing = processbench_missing(self.settings.eval_dir)
         if missing is not None:
-            self.metrics["evaluation_missing"] = {"processbench": missing}
+            self.metrics.missing = {"processbench": missing}
         grouped = dataclasses.replace(
             sets,
             best_of_n=with_answer_groups(sets.best_of_n, answer_groups),
@@ -321,7 +320,7 @@ class Cycle:
     def _assess(self, loaded: Loaded, sets: EvalSets, cache: FeatureCache | None) -> Assessment:
         model, tokenizer, args = loaded
         assessment = assess(model, tokenizer, args, sets, cache, seed=self.args.seed)
-        self.metrics["evaluation"] = assessment.figures
+        self.metrics.evaluation = Evaluation.model_validate(_plain(assessment.figures))
         return assessment
 
     @_on_main_rank
@@ -330,9 +329,9 @@ class Cycle:
         # The checkpoint's metrics.json records its split and the problems it trained on
         # (the run's row does not: they are many), for the runs that will judge it.
         trained_on = TrainedOn(self.split.identity, parts.trained_problems)
-        metrics = {**self.metrics, "trained_on": trained_on.record()}
+        metrics = {**self.metrics.record(), "trained_on": trained_on.record()}
         save_checkpoint(checkpoint, model, tokenizer, self.args, metrics, parts.trained_labels)
-        self.metrics["checkpoint_bytes"] = directory_bytes(checkpoint)
+        self.metrics.checkpoint_bytes = directory_bytes(checkpoint)
         return checkpoint
 
     @_on_main_rank
@@ -357,7 +356,7 @@ class Cycle:
             decision = evaluate.GateDecision(
                 False, f"kept the current model: {error}", margin=margin, error=error
             )
-            self.metrics["gate"] = decision.as_dict()
+            self.metrics.gate = Gate.model_validate(_plain(decision.as_dict()))
             return decision
         comparisons: list[evaluate.Comparison] = []
         not_judged: dict[str, str] = {}
@@ -365,7 +364,9 @@ class Cycle:
             model, tokenizer, args = loaded
             cache = feature_cache(self.settings, model, args)
             judged = assess(model, tokenizer, args, sets, cache, seed=self.args.seed)
-            self.metrics["current_on_this_evaluation"] = judged.figures
+            self.metrics.current_on_this_evaluation = Evaluation.model_validate(
+                _plain(judged.figures)
+            )
             order = gate_order(primary)
             identity = theirs.identity if theirs else "not recorded"
             if identity != self.split.identity:
@@ -384,7 +385,7 @@ class Cycle:
             not_judged=not_judged,
             seed=self.args.seed,
         )
-        self.metrics["gate"] = decision.as_dict()
+        self.metrics.gate = Gate.model_validate(_plain(decision.as_dict()))
         return decision
 
     @_on_main_rank
@@ -398,14 +399,14 @@ class Cycle:
         # a run that points at a checkpoint that is gone.
         for checkpoint in doomed:
             remove_checkpoint(checkpoint.path)
-        self.metrics["pruned_checkpoints"] = [c.run_id for c in doomed]
+        self.metrics.pruned_checkpoints = [c.run_id for c in doomed]
 
     @_on_main_rank
-    def _pace(self) -> repository.Pace:
+    def _pace(self) -> Pace:
         with transaction(self.engine) as session:
             pace = repository.generation_pace(session, self.settings)
-            self.metrics["pool"] = repository.pool_summary(session, self.settings)
-        self.metrics["pace"] = dataclasses.asdict(pace)
+            self.metrics.pool = _plain(repository.pool_summary(session, self.settings))
+        self.metrics.pace = pace
         return pace
 
     def _score_pool(self, scorer: Loaded) -> list[Candidate]:
@@ -435,7 +436,7 @@ class Cycle:
     def _record_scores(self, pool: list[PoolSolution], scores: list[Any]) -> list[Candidate]:
         with transaction(self.engine) as session:
             repository.record_scores(session, self.run_id, pool, scores)
-        self.metrics["pool_scored"] = len(pool)
+        self.metrics.pool_scored = len(pool)
         return [
             Candidate(
                 p.id,
@@ -449,10 +450,10 @@ class Cycle:
         ]
 
     @_on_main_rank
-    def _select(self, candidates: list[Candidate] | None, pace: repository.Pace) -> None:
+    def _select(self, candidates: list[Candidate] | None, pace: Pace) -> None:
         if candidates is None:
             reason = pace.reason if not pace.due else "no current PRM to choose with"
-            self.metrics["selection"] = {"queued": 0, "reason": reason}
+            self.metrics.selection = Selection(queued=0, reason=reason)
             return
         # The default reads the pool's shape: the median unlabeled solutions per problem.
         name, choice = chosen_strategy(
@@ -468,12 +469,10 @@ class Cycle:
         )
         share = self.settings.select_control_share
         self._queue(with_control(candidates, plan, share), candidates, plan.strategy, pace)
-        if choice is not None:
-            self.metrics["selection"]["rule"] = choice.reason
+        if choice is not None and self.metrics.selection is not None:
+            self.metrics.selection.rule = choice.reason
 
-    def _queue(
-        self, picks: Picks, candidates: list[Candidate], strategy: str, pace: repository.Pace
-    ) -> None:
+    def _queue(self, picks: Picks, candidates: list[Candidate], strategy: str, pace: Pace) -> None:
         """Queue the strategy's picks and the control share as a new generation, as far
         as they are still unqueued and unlabeled, and record what it took."""
         correctness = {c.solution_id: c.answer_correct for c in candidates}
@@ -484,18 +483,22 @@ class Cycle:
                     session, self.run_id, picks.selected, picks.control, correctness
                 )
         selected, control = (queued.selected, queued.control) if queued else ([], [])
-        self.metrics["selection"] = {
-            "strategy": strategy,
-            "queued": len(selected) + len(control),
-            "control": len(control),
-            "yield": evaluate.selection_yield([correctness[i] for i in selected]),
-            "control_yield": evaluate.selection_yield([correctness[i] for i in control]),
-            "pool_wrong_share": evaluate.selection_yield(list(correctness.values())),
-            "taken_meanwhile": len(picks) - len(selected) - len(control),
-            "reason": pace.reason,
-        }
+        self.metrics.selection = Selection.model_validate(
+            _plain(
+                {
+                    "strategy": strategy,
+                    "queued": len(selected) + len(control),
+                    "control": len(control),
+                    "yield": evaluate.selection_yield([correctness[i] for i in selected]),
+                    "control_yield": evaluate.selection_yield([correctness[i] for i in control]),
+                    "pool_wrong_share": evaluate.selection_yield(list(correctness.values())),
+                    "taken_meanwhile": len(picks) - len(selected) - len(control),
+                    "reason": pace.reason,
+                }
+            )
+        )
         if queued:
-            self.metrics["generation"] = queued.number
+            self.metrics.generation = queued.number
 
     @_on_main_rank
     def _finish(
@@ -505,17 +508,17 @@ class Cycle:
             run = self._run(session)
             run.labels_used = label_count
             run.checkpoint_path = str(checkpoint) if checkpoint else None
-            run.checkpoint_bytes = self.metrics.get("checkpoint_bytes")
+            run.checkpoint_bytes = self.metrics.checkpoint_bytes
             if decision is not None and decision.promote:
                 runs.make_current(session, run)
-            run.metrics = _plain(self.metrics)
+            run.metrics = self.metrics.record()
             run.timings = dict(self.timings)
 
     @_on_main_rank
     def _save_metrics(self) -> None:
         with transaction(self.engine) as session:
             run = self._run(session)
-            run.metrics = _plain(self.metrics)
+            run.metrics = self.metrics.record()
             run.timings = dict(self.timings)
 
 
@@ -598,25 +601,21 @@ def _end_run(
         wait = min(wait * 2, END_RETRY_MAX_S)
 
 
-def outcome_summary(metrics: dict[str, Any] | None) -> str | None:
+def outcome_summary(stored: dict[str, Any] | None) -> str | None:
     """What a finished run did, from its metrics: skipped and why, or what the gate decided
     and what it queued. The worker's output says it, not only the PRM page: a skipped run
     has succeeded too."""
-    if not metrics:
-        return None
-    if metrics.get("skipped"):
-        return f"skipped: {metrics['skipped']}"
+    metrics = RunMetrics.read(stored)
+    if metrics.skipped:
+        return f"skipped: {metrics.skipped}"
     parts = []
-    gate = metrics.get("gate")
-    if isinstance(gate, dict) and gate.get("reason"):
-        parts.append(str(gate["reason"]))  # "promoted: ..." or "kept the current model: ..."
-    selection = metrics.get("selection")
-    if metrics.get("generation") is not None and isinstance(selection, dict):
-        parts.append(
-            f"queued generation {metrics['generation']}: {selection.get('queued')} solutions"
-        )
-    elif isinstance(selection, dict) and selection.get("reason"):
-        parts.append(f"nothing queued: {selection['reason']}")
+    if metrics.gate and metrics.gate.reason:
+        parts.append(metrics.gate.reason)  # "promoted: ..." or "kept the current model: ..."
+    selection = metrics.selection
+    if metrics.generation is not None and selection is not None:
+        parts.append(f"queued generation {metrics.generation}: {selection.queued} solutions")
+    elif selection is not None and selection.reason:
+        parts.append(f"nothing queued: {selection.reason}")
     return "; ".join(parts) or None
 
 

@@ -10,34 +10,26 @@ branch of its own: the path so far, unlabeled (context only), plus that completi
 rating. So each rating a labeler gave is learned once, however many branches share a prefix.
 """
 
-import zlib
 from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.config import Settings
-from app.content_keys import normalized_problem
 from app.datasets.export import ExportFilter, consensus_records, solution_records
 from app.models import FinishReason
 from worker import repository
-from worker.split import LabelExamples
+from worker.split import LabelExamples, split_key
 from worker.train import Example
 
 LEFT_OUT = {FinishReason.GIVE_UP.value, FinishReason.BAD_PROBLEM.value}
 """Labels that do not judge the solution's steps."""
 
 
-def problem_key(problem: str) -> int:
-    """A stable id for grouping by problem (records carry the text, not the row id): that
-    of its normalized text, so two typesettings of one problem are one problem."""
-    return zlib.crc32(normalized_problem(problem).encode())
-
-
 def examples_from_record(record: dict[str, Any]) -> Iterator[Example]:
     """The path example and the branch examples of one PRM800K record."""
     problem = record["question"]["problem"]
-    group = problem_key(problem)
+    group = split_key(problem)  # records carry the text, not the row id
     texts: list[str] = []
     ratings: list[int | None] = []
     for step in record["label"]["steps"]:
@@ -94,5 +86,5 @@ def training_labels(session: Session, settings: Settings) -> list[LabelExamples]
             continue
         problem = record["question"]["problem"]
         examples = list(examples_from_record(record))
-        labels.append(LabelExamples(problem_key(problem), problem, examples, solution_id in chosen))
+        labels.append(LabelExamples(split_key(problem), problem, examples, solution_id in chosen))
     return labels

@@ -26,11 +26,13 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, cast
+from typing import Annotated, Any, Literal, NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
 import transformers
+from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from torch import nn
 from torch.func import functional_call
@@ -44,6 +46,18 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from app.config import (
+    BackboneDepth,
+    BatchSize,
+    Epochs,
+    HeadHidden,
+    HeadMembers,
+    LearningRate,
+    MaxLength,
+    PackRows,
+    WarmupRatio,
+    WeightDecay,
+)
 from worker.head import StepHead
 
 STEP_TOKEN = "<|step|>"
@@ -78,33 +92,35 @@ gives them all; the head picks what it reads (``TrainingArgs.head_readings``).""
 
 Device = Literal["auto", "cpu", "cuda"]
 Mode = Literal["full", "head", "lora"]
-MODES: tuple[Mode, ...] = ("full", "head", "lora")
 
 
-@dataclass
+@pydantic_dataclass(config=ConfigDict(extra="forbid"))
 class TrainingArgs:
-    """Every knob of a training run; saved beside each checkpoint as training_args.json."""
+    """Every knob of a training run; saved beside each checkpoint as training_args.json.
+
+    The knobs a setting sets have that setting's bound (the types from app/config.py); a
+    bad value raises ValueError (pydantic's ValidationError) naming the argument."""
 
     base_model: str = TINY
     """``"tiny"`` (built in code), a prepared model's name, or a local checkpoint directory."""
     mode: Mode = "full"
     """``full``, ``head`` or ``lora`` (see the module's docstring); ``training_args_for``
     picks ``full`` on CUDA and ``head`` on the CPU."""
-    backbone_depth: float = 1.0
+    backbone_depth: BackboneDepth = 1.0
     """Share of the backbone's layers kept (the rest are dropped, also from the checkpoint);
     the head reads the last kept layer. Frozen, a middle layer tells good steps from bad
     better than the last one (BENCHMARKS.md, "PRM quality")."""
-    learning_rate: float = 2e-5
+    learning_rate: LearningRate = 2e-5
     """Peak AdamW learning rate, reached after warmup and decayed linearly to zero."""
-    epochs: int = 2
-    batch_size: int = 16
+    epochs: Epochs = 2
+    batch_size: BatchSize = 16
     """Sequences per optimizer step (per process under torchrun); in ``head`` mode, steps."""
-    max_tokens_per_batch: int | None = None
+    max_tokens_per_batch: Annotated[int, Field(ge=1)] | None = None
     """Also cap a batch's padded tokens (sequences x longest); None: batch_size alone."""
-    length_pool_batches: int = 4
+    length_pool_batches: Annotated[int, Field(ge=1)] = 4
     """Training batches group similar lengths within random pools of this many batches:
     1 gives random batches (most padding), more gives less padding but more alike batches."""
-    max_length: int = 2048
+    max_length: MaxLength = 2048
     """Tokens per sequence; longer solutions lose their earliest tokens (see ``encode``)."""
     pack: bool = False
     """``full`` and ``lora`` modes: pack each batch's solutions into rows of ``max_length``
@@ -112,22 +128,23 @@ class TrainingArgs:
     to the longest. No compute is spent on padding between solutions, and every row has
     the same width, so only the row count varies for torch.compile. Pays off when a batch
     holds many rows' worth of tokens: a short batch still fills one row of ``max_length``."""
-    pack_rows: int = 0
+    pack_rows: PackRows = 0
     """With ``pack``: 0 packs each batch of ``batch_size`` solutions, whose last row is part
     empty (18% of the positions at 16 solutions of PRM800K's shape); N > 0 makes each batch
     as many solutions as fill N rows (``fill_rows``), so that rows are nearly full and the
     solutions in a step vary."""
-    weight_decay: float = 0.01
+    weight_decay: WeightDecay = 0.01
     """AdamW decay, applied to matrices only (not biases or norms). In ``head`` mode an L2
     penalty ``weight_decay / 2 * |W|^2`` added to the loss instead: the probe's prior."""
-    warmup_ratio: float = 0.05
+    warmup_ratio: WarmupRatio = 0.05
     """Share of optimizer steps spent warming the learning rate up from zero."""
-    max_grad_norm: float = 1.0
+    max_grad_norm: Annotated[float, Field(ge=0)] = 1.0
     """Clip the gradient norm to this; 0 turns clipping off."""
-    lora_rank: int = 16
+    lora_rank: Annotated[int, Field(ge=1)] = 16
     """Rank of the adapters in ``lora`` mode (their scale alpha is twice the rank)."""
     seed: int = 0
-    """Seeds the tiny model's weights, the head, batch order and the held-out split."""
+    """Seeds the tiny model's weights, the head and batch order (the held-out split has
+    its own seed: worker/split.py ``Split``)."""
     device: Device = "auto"
     """``auto`` takes CUDA when there is one."""
     bf16: bool | None = None
@@ -146,50 +163,27 @@ class TrainingArgs:
     trains (``full`` and ``lora`` modes) and while scoring runs: it fuses the elementwise
     chains between matrix products. The first batches pay for compiling one layer (and a new
     batch shape may recompile once): worth it for long runs."""
-    held_out_fraction: float = 0.1
-    """Share of problems (not examples) kept out of training for evaluation."""
-    score_batch_size: int | None = None
+    score_batch_size: Annotated[int, Field(ge=1)] | None = None
     """Sequences per forward pass when scoring and evaluating; None: the device's choice
     (``score_batch_size_on``)."""
     head_readings: tuple[str, ...] = LAST_LAYER
     """``head`` mode: which of the cached readings (``HEAD_READINGS``) the head reads; the
     other modes read the last layer's state at the step end alone."""
-    head_hidden: int = 0
+    head_hidden: HeadHidden = 0
     """``head`` mode: 0 for linear members, else the width of each member's hidden layer."""
-    head_members: int = 1
+    head_members: HeadMembers = 1
     """``head`` mode: the members of the head's ensemble (worker/head.py)."""
     head_class_balance: bool = False
     """``head`` mode: weigh each class by the inverse of its share in training."""
 
     def __post_init__(self) -> None:
-        self.head_readings = tuple(self.head_readings)  # a list when read from JSON
+        # The one check across arguments: which readings the mode's features hold.
         readable = HEAD_READINGS if self.mode == "head" else LAST_LAYER
-        checks = {
-            "mode": self.mode in MODES,
-            "backbone_depth": 0 < self.backbone_depth <= 1,
-            "learning_rate": self.learning_rate > 0,
-            "epochs": self.epochs >= 1,
-            "batch_size": self.batch_size >= 1,
-            "max_tokens_per_batch": (
-                self.max_tokens_per_batch is None or self.max_tokens_per_batch >= 1
-            ),
-            "length_pool_batches": self.length_pool_batches >= 1,
-            "pack_rows": self.pack_rows >= 0,
-            "max_length": self.max_length >= 2,
-            "weight_decay": self.weight_decay >= 0,
-            "warmup_ratio": 0 <= self.warmup_ratio < 1,
-            "max_grad_norm": self.max_grad_norm >= 0,
-            "lora_rank": self.lora_rank >= 1,
-            "device": self.device in ("auto", "cpu", "cuda"),
-            "held_out_fraction": 0 <= self.held_out_fraction < 1,
-            "score_batch_size": self.score_batch_size is None or self.score_batch_size >= 1,
-            "head_readings": bool(self.head_readings) and set(self.head_readings) <= set(readable),
-            "head_hidden": self.head_hidden >= 0,
-            "head_members": self.head_members >= 1,
-        }
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            raise ValueError(f"invalid training arguments: {', '.join(bad)}")
+        if not self.head_readings or not set(self.head_readings) <= set(readable):
+            raise ValueError(
+                f"invalid training arguments: head_readings {', '.join(self.head_readings)} "
+                f"(the {self.mode} mode reads {', '.join(readable)})"
+            )
 
 
 TINY_TRAINING: dict[str, Any] = {

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Literal
 
 from app.content_keys import normalized_problem
-from worker.data import problem_key
 from worker.eval_sets import unit_hash
+from worker.split import split_key
 from worker.train import Example
 
 FILE_NAME = "prm800k_phase1_stepwise.jsonl.gz"
@@ -122,7 +122,7 @@ def step_examples(steps: Sequence[Phase1Step], leave_out: Collection[str] = ()) 
     for step in steps:
         if normalized_problem(step.problem) in leave_out:
             continue
-        group = problem_key(step.problem)
+        group = split_key(step.problem)
         for candidate in step.candidates:
             if candidate.rating is None:
                 continue

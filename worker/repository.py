@@ -8,7 +8,6 @@ Plain functions over a Session; the caller owns the transaction.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -21,6 +20,7 @@ from app.config import Settings
 from app.models import Generation, Label, Problem, QueueState, Solution, TrainingRun
 from app.project_settings import runtime_settings
 from app.quality.questions import add_quality_control_to_generation
+from app.run_metrics import Pace
 from worker.eval_sets import SampledProblem
 from worker.score import SolutionScore
 
@@ -73,16 +73,6 @@ def record_scores(
     )
 
 
-@dataclass(frozen=True)
-class Pace:
-    """Whether the labelers are far enough into the open generation for a new one."""
-
-    due: bool
-    reason: str
-    open_generation: int | None = None
-    share_done: float | None = None
-
-
 def generation_pace(session: Session, settings: Settings) -> Pace:
     """The open generation is the highest one queued (screening, -1, aside); a new one is
     due once its labels reach ``generation_min_done`` of what its overlap asks for."""
@@ -92,14 +82,17 @@ def generation_pace(session: Session, settings: Settings) -> Pace:
         g for g, figures in queue.items() if g is not None and g >= 0 and figures["labels_wanted"]
     ]
     if not queued:
-        return Pace(True, "no generation is queued yet")
+        return Pace(
+            due=True, reason="no generation is queued yet", open_generation=None, share_done=None
+        )
     latest = max(queued)
     share = queue[latest]["labels_counted"] / queue[latest]["labels_wanted"]
     wanted = settings.generation_min_done
     if share < wanted:
         reason = f"generation {latest} is {share:.0%} labeled; the next is queued at {wanted:.0%}"
-        return Pace(False, reason, latest, share)
-    return Pace(True, f"generation {latest} is {share:.0%} labeled", latest, share)
+        return Pace(due=False, reason=reason, open_generation=latest, share_done=share)
+    reason = f"generation {latest} is {share:.0%} labeled"
+    return Pace(due=True, reason=reason, open_generation=latest, share_done=share)
 
 
 class Queued(NamedTuple):

@@ -36,21 +36,10 @@ import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, get_args
 
 import numpy as np
 
-Strategy = Literal[
-    "convincing_wrong",
-    "uniform",
-    "random_wrong",
-    "uncertain",
-    "disagreement",
-    "ensemble",
-    "convincing_uncertain",
-    "diverse",
-]
-STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
+from app.config import STRATEGIES, Strategy
 
 
 def as_strategy(name: str) -> Strategy:

@@ -1,9 +1,9 @@
 """The held-out split as data: which labels a PRM trains on, which judge it, and what a
 checkpoint records of both.
 
-A problem is held out when a hash of (the split seed, its key) falls below the held-out
-fraction (``worker.train.split_by_problem``); the key is the problem's normalized text
-(``worker.data.problem_key``), so two typesettings of one problem fall on one side. The seed
+A problem is held out when a hash of (the split seed, its ``split_key``) falls below the
+held-out fraction (``worker.train.split_by_problem``); the key comes from the problem's
+normalized text, so two typesettings of one problem fall on one side. The seed
 is a setting of its own (``STEPLABEL_TRAIN_SPLIT_SEED``): a new training seed leaves the
 held-out problems where they are. Held-out figures come only from labels on solutions no PRM
 chose (the uniform control share, imports, hand-queued and pre-PRM generations): a PRM's
@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,8 +55,24 @@ class Split:
         }
 
 
+# A problem is one problem by its normalized text (app/content_keys.py
+# ``normalized_problem``), and the split and the leak checks both read it through the two
+# functions below. They are two because each is stored: the split's assignment (every
+# figure in BENCHMARKS.md, every held-out set) hashes ``split_key``'s crc32 with the
+# split seed, and every checkpoint's metrics.json lists ``problem_hash``es of the problems
+# it trained on. One function for both would move problems between the sides, or let the
+# current checkpoint's problems leak into evaluation unseen.
+# (app/content_keys.py ``problem_key`` is another thing: an imported row's content key.)
+
+
+def split_key(text: str) -> int:
+    """The split's unit (``Example.problem_id``): a crc32 of the problem's normalized text."""
+    return zlib.crc32(normalized_problem(text).encode())
+
+
 def problem_hash(text: str) -> str:
-    """A problem's normalized text, hashed: what checkpoints record of their problems."""
+    """What checkpoints record of the problems they trained on, and what evaluation sets
+    are checked against: a sha256 of the problem's normalized text, 16 hex digits."""
     return hashlib.sha256(normalized_problem(text).encode()).hexdigest()[:16]
 
 

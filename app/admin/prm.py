@@ -13,17 +13,6 @@ from sqlalchemy.orm import Session
 
 from app import estimates
 from app.admin.charts import Series
-from app.admin.run_metrics import (
-    BestOfN,
-    Estimate,
-    Gate,
-    LeftOut,
-    Pace,
-    RunMetrics,
-    Split,
-    estimate,
-    read_metrics,
-)
 from app.config import Settings
 from app.figures import share
 from app.models import (
@@ -36,6 +25,7 @@ from app.models import (
     TrainingRun,
 )
 from app.pool_shape import chosen_strategy
+from app.run_metrics import BestOfN, Figure, Gate, LeftOut, Pace, RunMetrics, Split, read_figure
 from app.training import current_run, recent_runs
 
 
@@ -55,8 +45,8 @@ class RunSummary:
     labels_used: int | None
     mode: str | None
     """The training mode: full, head or lora."""
-    step_auroc: Estimate | None
-    processbench_f1: Estimate | None
+    step_auroc: Figure | None
+    processbench_f1: Figure | None
     best_of_n: BestOfN | None
     gate: Gate | None
     split: Split | None
@@ -162,7 +152,7 @@ class GenerationYield:
     """Solutions drawn uniformly from the same pool beside the selected ones."""
     on_selected: LabelYield
     on_control: LabelYield
-    control_auroc: Estimate | None
+    control_auroc: Figure | None
     """The step AUROC, on the control labels, of the PRM that scored the pool."""
     scored_with: int | None
     """The run whose PRM that was."""
@@ -205,7 +195,7 @@ class PrmStatus:
 
 
 def summarize(run: TrainingRun) -> RunSummary:
-    return _summary(run, read_metrics(run.metrics))
+    return _summary(run, RunMetrics.read(run.metrics))
 
 
 PROCESSBENCH_NOT_COMPUTED = (
@@ -214,19 +204,18 @@ PROCESSBENCH_NOT_COMPUTED = (
 """Why an evaluated run has no ProcessBench figure, where it did not record the reason."""
 
 
-def _not_computed(metrics: RunMetrics) -> Estimate | None:
+def _not_computed(metrics: RunMetrics) -> Figure | None:
     """No ProcessBench figure, and why, for a run that was evaluated; None for one that was
     not (skipped, failed or still running)."""
     if metrics.evaluation is None:
         return None
-    return Estimate(None, status=metrics.missing.get("processbench", PROCESSBENCH_NOT_COMPUTED))
+    return Figure(status=metrics.missing.get("processbench", PROCESSBENCH_NOT_COMPUTED))
 
 
 def _summary(run: TrainingRun, metrics: RunMetrics) -> RunSummary:
     end = run.finished_at or run.heartbeat_at
     evaluation = metrics.evaluation
     processbench = evaluation.processbench if evaluation else None
-    mode = metrics.training_args.get("mode")
     return RunSummary(
         id=run.id,
         status=run.status,
@@ -237,7 +226,7 @@ def _summary(run: TrainingRun, metrics: RunMetrics) -> RunSummary:
         seconds=(end - run.started_at).total_seconds() if run.started_at and end else None,
         timings=dict(run.timings or {}),
         labels_used=run.labels_used if run.labels_used is not None else metrics.labels,
-        mode=mode if isinstance(mode, str) else None,
+        mode=metrics.mode,
         step_auroc=evaluation.step_auroc if evaluation else None,
         processbench_f1=processbench.f1 if processbench else _not_computed(metrics),
         best_of_n=metrics.best_of_n,
@@ -255,14 +244,14 @@ def _summary(run: TrainingRun, metrics: RunMetrics) -> RunSummary:
 
 
 def run_detail(run: TrainingRun) -> RunDetail:
-    metrics = read_metrics(run.metrics)
+    metrics = RunMetrics.read(run.metrics)
     return RunDetail(_summary(run, metrics), metrics)
 
 
 def prm_status(session: Session, settings: Settings, limit: int = 50) -> PrmStatus:
     """The latest ``limit`` runs, the current checkpoint's run, the checkpoints on disk,
     the pool and every generation."""
-    recent = [(run, read_metrics(run.metrics)) for run in recent_runs(session, limit)]
+    recent = [(run, RunMetrics.read(run.metrics)) for run in recent_runs(session, limit)]
     runs = [_summary(run, metrics) for run, metrics in recent]
     # The current checkpoint may be older than the runs listed.
     current = current_run(session)
@@ -382,7 +371,7 @@ def generation_yields(session: Session) -> list[GenerationYield]:
     none = LabelYield(0, 0)
     yields = []
     for generation, run_metrics in rows:
-        metrics = read_metrics(run_metrics)
+        metrics = RunMetrics.read(run_metrics)
         selection = metrics.selection
         yields.append(
             GenerationYield(
@@ -404,7 +393,7 @@ def generation_yields(session: Session) -> list[GenerationYield]:
     return yields
 
 
-def control_aurocs(session: Session) -> dict[int, Estimate]:
+def control_aurocs(session: Session) -> dict[int, Figure]:
     """Per generation with a control share, the step AUROC (a step's P(-1) read as one
     minus its stored P(fine)) of the PRM that scored the pool, on the control solutions'
     labeled steps, resampling solutions; or why there is none.
@@ -439,7 +428,7 @@ def control_aurocs(session: Session) -> dict[int, Estimate]:
             [np.array([r for _, r in s]) for s in by_solution.values()],
             units="control solutions",
         )
-        figures[generation] = estimate(estimates.step_auroc(labeled, seed=generation))
+        figures[generation] = read_figure(estimates.step_auroc(labeled, seed=generation))
     return {g: e for g, e in figures.items() if e is not None}
 
 
@@ -484,8 +473,8 @@ def _drawn(series: list[Series]) -> list[Series]:
     return series if any(v is not None for s in series for v in s.values) else []
 
 
-def estimate_series(name: str, estimates: Sequence[Estimate | None]) -> Series:
-    """A chart line of estimates, with their 95% intervals where recorded."""
+def estimate_series(name: str, estimates: Sequence[Figure | None]) -> Series:
+    """A chart line of recorded estimates, with their 95% intervals where recorded."""
     return Series(
         name,
         [e.value if e else None for e in estimates],

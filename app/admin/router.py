@@ -9,6 +9,7 @@ without JavaScript they get the whole page with the same result.
 import io
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, UploadFile
@@ -611,42 +612,60 @@ def create_user(
     return _users_answer(request, session, {**outcome, "password": password}, NO_STORE)
 
 
-@pages.post("/users/{user_id}/approve", response_class=HTMLResponse)
-def approve_user(
-    request: Request, session: DbSession, admin: CurrentAdmin, user: ExistingUser
-) -> HTMLResponse:
-    users.change_user(session, admin, "user.approve", user.name)
-    message = f"{user.name} is approved: regular tasks are open to them."
-    return _users_answer(request, session, {"message": message})
+@dataclass(frozen=True)
+class UserChange:
+    """A button on the users page that changes one user: its path, audit action and answer."""
+
+    path: str
+    action: str
+    said: str
+    """What the answer says, with ``{name}`` for the user's name."""
+    not_on_yourself: str | None = None
+    """The error an admin gets who tries it on themselves; None: allowed."""
 
 
-@pages.post("/users/{user_id}/deactivate", response_class=HTMLResponse)
-def deactivate_user(
-    request: Request, session: DbSession, admin: CurrentAdmin, user: ExistingUser
-) -> HTMLResponse:
-    if user.id == admin.id:
-        return _users_answer(request, session, {"error": "You cannot deactivate yourself."})
-    users.change_user(session, admin, "user.deactivate", user.name)
-    message = f"{user.name} is deactivated and logged out at their next request."
-    return _users_answer(request, session, {"message": message})
+USER_CHANGES = (
+    UserChange("approve", "user.approve", "{name} is approved: regular tasks are open to them."),
+    UserChange(
+        "deactivate",
+        "user.deactivate",
+        "{name} is deactivated and logged out at their next request.",
+        not_on_yourself="You cannot deactivate yourself.",
+    ),
+    UserChange(
+        "reactivate",
+        "user.reactivate",
+        "{name} is active again and can log in with their password.",
+    ),
+    UserChange(
+        "end-sessions",
+        "user.end_sessions",
+        "{name} is logged out everywhere, at their next request.",
+    ),
+)
 
 
-@pages.post("/users/{user_id}/reactivate", response_class=HTMLResponse)
-def reactivate_user(
-    request: Request, session: DbSession, admin: CurrentAdmin, user: ExistingUser
-) -> HTMLResponse:
-    users.change_user(session, admin, "user.reactivate", user.name)
-    message = f"{user.name} is active again and can log in with their password."
-    return _users_answer(request, session, {"message": message})
+def _user_change_route(change: UserChange) -> Callable[..., HTMLResponse]:
+    def changed(
+        request: Request, session: DbSession, admin: CurrentAdmin, user: ExistingUser
+    ) -> HTMLResponse:
+        if change.not_on_yourself and user.id == admin.id:
+            return _users_answer(request, session, {"error": change.not_on_yourself})
+        users.change_user(session, admin, change.action, user.name)
+        return _users_answer(request, session, {"message": change.said.format(name=user.name)})
+
+    return changed
 
 
-@pages.post("/users/{user_id}/end-sessions", response_class=HTMLResponse)
-def end_sessions(
-    request: Request, session: DbSession, admin: CurrentAdmin, user: ExistingUser
-) -> HTMLResponse:
-    users.change_user(session, admin, "user.end_sessions", user.name)
-    message = f"{user.name} is logged out everywhere, at their next request."
-    return _users_answer(request, session, {"message": message})
+# One route per change, alike but for what USER_CHANGES says of it.
+for _change in USER_CHANGES:
+    pages.add_api_route(
+        f"/users/{{user_id}}/{_change.path}",
+        _user_change_route(_change),
+        methods=["POST"],
+        response_class=HTMLResponse,
+        name=_change.action.replace(".", "_"),
+    )
 
 
 @pages.post("/users/{user_id}/reset-password", response_class=HTMLResponse)
@@ -804,7 +823,8 @@ def prm_page(request: Request, session: DbSession) -> HTMLResponse:
     return live_page(request, "admin/prm.html", _prm_context(session), "figures")
 
 
-@api.get("/prm")
+# By field name: the JSON API's keys, where the stored record has others (app/run_metrics.py).
+@api.get("/prm", response_model_by_alias=False)
 def prm_api(session: DbSession) -> prm.PrmStatus:
     return prm.prm_status(session, get_settings())
 
@@ -839,7 +859,7 @@ def run_page(request: Request, run: ExistingRun) -> HTMLResponse:
     return live_page(request, "admin/prm_run.html", context, "figures")
 
 
-@api.get("/prm/runs/{run_id}")
+@api.get("/prm/runs/{run_id}", response_model_by_alias=False)
 def run_api(run: ExistingRun) -> prm.RunDetail:
     return prm.run_detail(run)
 

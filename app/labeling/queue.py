@@ -55,21 +55,6 @@ class Labeler(Protocol):
     def is_approved(self) -> bool: ...
 
 
-def next_assignment(
-    connection: Connection,
-    labeler: Labeler,
-    rules: QueueRules,
-    now: datetime | None = None,
-    rng: random.Random | None = None,
-) -> Lease | None:
-    """The labeler's current task, or a new one; None when nothing is left for them."""
-    now = now or utc_now()
-    current = repository.open_lease(connection, labeler.id)
-    return resume(connection, current, rules, now) or assign_new(
-        connection, labeler, rules, now, rng
-    )
-
-
 def resume(
     connection: Connection, current: Lease | None, rules: QueueRules, now: datetime
 ) -> Lease | None:

@@ -298,9 +298,6 @@ def labeler_and_task(
 
 # --- Leases ----------------------------------------------------------------------------
 
-_OPEN_LEASE_ALONE = _statement(
-    select(*_LEASE_COLUMNS).where(_OPEN_LEASE).order_by(_A.id).limit(_LIMIT_1)
-)
 _LEASE_OF = _statement(select(*_LEASE_COLUMNS).where(_A.id == bindparam("assignment_id")))
 _EXTEND = _statement(
     update(ASSIGNMENTS)
@@ -311,11 +308,6 @@ _EXTEND = _statement(
     )
     .values(expires_at=bindparam("until"))
 )
-
-
-def open_lease(connection: Connection, labeler_id: int) -> Lease | None:
-    """The labeler's unfinished task, its lease current or not."""
-    return lease_from(execute(connection, _OPEN_LEASE_ALONE, {"labeler_id": labeler_id}).fetchone())
 
 
 def lease_of(connection: Connection, assignment_id: int) -> Lease | None:
@@ -666,9 +658,6 @@ _TASK_CONTENT = _statement(
     .join_from(SOLUTIONS, PROBLEMS, *_WITH_CONTENT)
     .where(_S.id == bindparam("solution_id"))
 )
-_LEASED_TASK = _statement(
-    select(*_TASK_COLUMNS).select_from(_LEASED_TASKS).where(_A.id == bindparam("assignment_id"))
-)
 
 
 def task_content(connection: Connection, solution_id: int) -> TaskContent:
@@ -677,12 +666,6 @@ def task_content(connection: Connection, solution_id: int) -> TaskContent:
     content = content_from(row)
     assert content is not None, f"solution {solution_id} has no problem"
     return content
-
-
-def leased_task(connection: Connection, assignment_id: int) -> LeasedTask | None:
-    """The task leased as ``assignment_id``, to whomever; None if there is no such lease."""
-    params = {"assignment_id": assignment_id}
-    return _task_from(execute(connection, _LEASED_TASK, params).fetchone())
 
 
 # --- Storing a label ------------------------------------------------------------------

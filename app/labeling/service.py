@@ -8,6 +8,7 @@ bench/labeling_database.py calls them directly. Each is safe to run twice, and i
 once when Postgres ends it to break a deadlock (``retried_once_on_conflict``).
 """
 
+import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -74,15 +75,29 @@ def take_next_task(login: Login) -> tuple[Viewer, TaskView | None]:
     """The logged-in labeler (401 if the login ended) and their current task or a new one;
     None when nothing is left for them."""
     with core_autocommit() as connection:
-        # The login is checked by the query that finds the open task (one round trip).
-        row, current = repository.labeler_and_open_lease(connection, login.user_id)
-        viewer = viewer_of(row, login)
-        rules = queue_rules(connection, get_settings())
-        now = utc_now()
-        lease = resume(connection, current, rules, now) or assign_new(
-            connection, viewer, rules, now
-        )
+        viewer, lease = next_lease(connection, login, utc_now())
         return viewer, task_view(connection, lease) if lease else None
+
+
+def next_lease(
+    connection: Connection,
+    login: Login,
+    now: datetime,
+    rules: QueueRules | None = None,
+    rng: random.Random | None = None,
+) -> tuple[Viewer, Lease | None]:
+    """The logged-in labeler (401 if the login ended) and their current task back (its
+    lease renewed if it ran out) or a new one; None when nothing is left for them.
+
+    ``rules``: the project's (``queue_rules``) unless given; ``rng`` draws the QC share."""
+    # The login is checked by the query that finds the open task (one round trip).
+    row, current = repository.labeler_and_open_lease(connection, login.user_id)
+    viewer = viewer_of(row, login)
+    rules = rules or queue_rules(connection, get_settings())
+    lease = resume(connection, current, rules, now) or assign_new(
+        connection, viewer, rules, now, rng
+    )
+    return viewer, lease
 
 
 def had_screening(login: Login) -> bool:
@@ -97,13 +112,25 @@ def submit(login: Login, assignment_id: int, body: SubmissionInput) -> SavedLabe
     """Store the task's label once (SubmissionError if it breaks a rule, LeaseLost if the
     task is no longer the labeler's); 404 for a task that is not theirs."""
     with core_autocommit() as connection:
-        # The login is checked by the query that finds the task (one round trip).
-        row, task = repository.labeler_and_task(connection, login.user_id, assignment_id)
-        viewer = viewer_of(row, login)
-        if task is None or task.labeler_id != viewer.id:
-            raise _not_yours()
-        rules = queue_rules(connection, get_settings())
-        return save_label(connection, task, viewer, body, overlap=rules.overlap)
+        return submit_label(connection, login, assignment_id, body, utc_now())
+
+
+def submit_label(
+    connection: Connection,
+    login: Login,
+    assignment_id: int,
+    body: SubmissionInput,
+    now: datetime,
+    rules: QueueRules | None = None,
+) -> SavedLabel:
+    """``submit``'s work on ``connection``; ``rules``: the project's unless given."""
+    # The login is checked by the query that finds the task (one round trip).
+    row, task = repository.labeler_and_task(connection, login.user_id, assignment_id)
+    viewer = viewer_of(row, login)
+    if task is None or task.labeler_id != viewer.id:
+        raise _not_yours()
+    rules = rules or queue_rules(connection, get_settings())
+    return save_label(connection, task, viewer, body, overlap=rules.overlap, now=now)
 
 
 @retried_once_on_conflict

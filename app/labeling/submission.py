@@ -174,11 +174,6 @@ class SavedLabel:
     """False when this task had been submitted already (a double click, a retry)."""
 
 
-def leased_task(connection: Connection, assignment_id: int) -> LeasedTask | None:
-    """The task leased as ``assignment_id``, to whomever; None if there is no such lease."""
-    return repository.leased_task(connection, assignment_id)
-
-
 def save_label(
     connection: Connection,
     task: LeasedTask,

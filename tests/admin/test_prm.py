@@ -19,11 +19,11 @@ from app.admin.prm import (
     prm_status,
     run_charts,
 )
-from app.admin.run_metrics import Estimate, RunMetrics, read_metrics
 from app.config import Settings, get_settings
 from app.db import transaction
 from app.models import Generation, Problem, QueueState, RunStatus, Solution, TrainingRun
 from app.pool_shape import BY_POOL_SHAPE, strategy_for_pool
+from app.run_metrics import Figure, RunMetrics
 from app.training import request_run, set_pinned
 from tests.admin.conftest import HTMX, Admin
 from tests.factories import make_label, make_solution, make_user, prm_run_metrics
@@ -76,12 +76,18 @@ def test_runs_newest_first_with_their_figures_and_intervals(session: Session) ->
     status = prm_status(session, SETTINGS)
     assert [run.id for run in status.runs] == [waiting.id, failed.id, old.id]
     summary = status.runs[2]
-    assert summary.step_auroc == Estimate(0.712, 0.712 - 0.052, 0.712 + 0.038, 12)
-    assert summary.processbench_f1 == Estimate(0.412, 0.412 - 0.06, 0.412 + 0.055, 240)
-    assert summary.best_of_n is not None and summary.best_of_n.samples == "independent samples"
-    assert summary.best_of_n.prm == Estimate(0.625, 0.475, 0.775, 40)
-    assert summary.best_of_n.majority == Estimate(0.55, 0.4, 0.7, 40)
-    assert summary.best_of_n.random == Estimate(0.41, 0.33, 0.49, 40)
+    assert summary.step_auroc == Figure(
+        value=0.712, low=0.712 - 0.052, high=0.712 + 0.038, n=12, status="ok"
+    )
+    assert summary.processbench_f1 == Figure(
+        value=0.412, low=0.412 - 0.06, high=0.412 + 0.055, n=240
+    )
+    recorded = RunMetrics.read(prm_run_metrics()).evaluation
+    assert recorded is not None
+    assert summary.best_of_n is not None and summary.best_of_n == recorded.best_of_n
+    assert summary.best_of_n.prm == Figure(value=0.625, low=0.475, high=0.775, n=40)
+    assert summary.best_of_n.majority == Figure(value=0.55, low=0.4, high=0.7, n=40)
+    assert summary.best_of_n.random == Figure(value=0.41, low=0.33, high=0.49, n=40)
     assert summary.gate is not None and summary.gate.promote and summary.gate.metric == "step_auroc"
     assert summary.gate.reason.startswith("promoted: step_auroc 0.712 [0.660, 0.750] against")
     assert (summary.mode, summary.labels_used, summary.checkpoint_bytes) == (
@@ -114,32 +120,13 @@ def test_not_enough_data_is_a_status_not_a_figure(session: Session) -> None:
     old = add_run(session, metrics={"step_accuracy": 0.8, "auroc_negative": 0.7})
 
     figures = {summary.id: summary for summary in prm_status(session, SETTINGS).runs}
-    assert figures[run.id].step_auroc == Estimate(None, status=NOT_ENOUGH)
+    assert figures[run.id].step_auroc == Figure(status=NOT_ENOUGH)
     best = figures[run.id].best_of_n
     assert best is not None and best.status == "not enough data: no problem with two"
     assert best.prm is None
     assert (figures[skipped.id].skipped, figures[skipped.id].labels_used) == ("9 labels", 9)
     # Runs of the old worker have none of the figures the page shows.
     assert figures[old.id].step_auroc is None and figures[old.id].gate is None
-
-
-def test_read_metrics_takes_what_it_finds() -> None:
-    assert read_metrics(None) == read_metrics("text") == RunMetrics()
-    metrics = read_metrics(
-        {
-            "training_args": {"mode": "lora", "layers": [1, 2], "bf16": True},
-            "train": {"seconds": 3.5, "epoch_losses": [0.7, "x", 0.5]},
-            "evaluation": {"sets": {"held_out_problems": 4, "odd": "x"}, "processbench": 3},
-            "pruned_checkpoints": [2, "3", None, 4],
-            "selection": {"strategy": "uniform", "queued": 10, "yield": 0.3},
-        }
-    )
-    assert metrics.training_args == {"mode": "lora", "bf16": True}
-    assert (metrics.train, metrics.epoch_losses) == ({"seconds": 3.5}, [0.7, 0.5])
-    assert metrics.evaluation is not None and metrics.evaluation.sets == {"held_out_problems": 4}
-    assert metrics.evaluation.processbench is None and metrics.evaluation.best_of_n == []
-    assert metrics.pruned_checkpoints == [2, 4]
-    assert metrics.selection is not None and metrics.selection.wrong_share == 0.3
 
 
 def test_the_current_checkpoint_older_than_the_runs_listed(session: Session) -> None:
@@ -530,8 +517,8 @@ def test_too_few_control_labels_give_no_auroc(session: Session) -> None:
 
     (generation,) = generation_yields(session)
 
-    assert generation.control_auroc == Estimate(
-        None, status="not enough data: 1 control solutions (needs 5)"
+    assert generation.control_auroc == Figure(
+        status="not enough data: 1 control solutions (needs 5)"
     )
 
 

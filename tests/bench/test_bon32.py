@@ -37,8 +37,8 @@ from bench.bon32 import (
     simulated_first_error,
 )
 from bench.prm_quality import Split, split
-from worker.data import problem_key
 from worker.eval_sets import ProcessBenchItem, load_processbench
+from worker.split import split_key
 
 
 @pytest.mark.parametrize(
@@ -191,7 +191,7 @@ def small_pool(shared_data: Path, tmp_path: Path) -> Any:
     data = Data(
         Split(pool, calibration, []),
         [training_example(i) for i in pool],
-        [problem_key(i.id.split(":")[0]) for i in pool],
+        [split_key(i.id.split(":")[0]) for i in pool],
         {"corpus": "bon32"},
     )
     options = parse(

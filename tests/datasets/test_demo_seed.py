@@ -25,12 +25,11 @@ from app.datasets.demo_seed import (
     seed,
 )
 from app.datasets.export import ExportFilter, iter_records
-from app.labeling.queue import Lease, QueueRules, next_assignment
+from app.labeling.queue import Lease, QueueRules
 from app.labeling.submission import (
     SavedLabel,
     SubmissionError,
     SubmissionInput,
-    leased_task,
     save_label,
 )
 from app.models import (
@@ -45,7 +44,7 @@ from app.models import (
     User,
 )
 from app.quality.scoring import labeler_quality
-from tests.factories import make_label
+from tests.factories import make_label, next_lease, task_of
 from tests.prm800k_shapes import expect_as_the_real_lines
 
 NOW = datetime(2026, 11, 23, 9, 0)
@@ -75,8 +74,8 @@ def test_the_head_of_the_queue_goes_to_both_labelers(session: Session) -> None:
 
     users = demo_users(session)
     for position in range(SHARED_SOLUTIONS + 1):
-        alices = next_assignment(session.connection(), users["alice"], RULES, NOW)
-        bobs = next_assignment(session.connection(), users["bob"], RULES, NOW)
+        alices = next_lease(session.connection(), users["alice"], RULES, NOW)
+        bobs = next_lease(session.connection(), users["bob"], RULES, NOW)
         assert alices is not None and bobs is not None
         if position < SHARED_SOLUTIONS:
             assert alices.solution_id == bobs.solution_id == queue[position].id
@@ -163,7 +162,7 @@ def test_quality_control_moves_when_a_demo_labeler_answers(session: Session) -> 
     seed(session)
     users = demo_users(session)
     every_task_a_question = QueueRules(RULES.lease, overlap=1, qc_rate=1.0)
-    served = next_assignment(session.connection(), users["alice"], every_task_a_question, NOW)
+    served = next_lease(session.connection(), users["alice"], every_task_a_question, NOW)
     questions = {solution.id: (solution, gold) for solution, gold in gold_questions(session)}
     assert served is not None and served.solution_id in questions
     before = {row.name: row for row in labeler_quality(session, 0.8)}["alice"]
@@ -190,7 +189,7 @@ def test_a_new_labeler_meets_phase1_tasks_early_and_can_write_a_step(session: Se
     users = demo_users(session)
     served = []
     for _ in range(PHASE1_AFTER + PHASE1_TASKS):
-        lease = next_assignment(session.connection(), users["alice"], RULES, NOW)
+        lease = next_lease(session.connection(), users["alice"], RULES, NOW)
         assert lease is not None
         served.append((lease, session.get(Solution, lease.solution_id)))
         finish(session, lease)
@@ -214,7 +213,7 @@ def test_a_new_labeler_meets_phase1_tasks_early_and_can_write_a_step(session: Se
     ]
     steps.append({"rating": -1, "human_text": "My own step."})
     session.execute(update(Assignment).where(Assignment.id == lease.id).values(completed_at=None))
-    task = leased_task(session.connection(), lease.id)
+    task = task_of(session.connection(), users["alice"], lease)
     assert task is not None
     give_up = {"steps": steps, "finish_reason": "give_up", "total_time": 1000, "note": "demo"}
     saved = save_label(
@@ -249,12 +248,12 @@ def test_a_new_labeler_meets_alternatives_early_and_the_export_rates_them(
     assert f"{ALTERNATIVE_TASKS} with alternatives" in report.describe()
     users = demo_users(session)
     for _ in range(ALTERNATIVES_AT):
-        done = next_assignment(session.connection(), users["alice"], RULES, NOW)
+        done = next_lease(session.connection(), users["alice"], RULES, NOW)
         assert done is not None
         finish(session, done)
-    lease = next_assignment(session.connection(), users["alice"], RULES, NOW)
+    lease = next_lease(session.connection(), users["alice"], RULES, NOW)
     assert lease is not None
-    task = leased_task(session.connection(), lease.id)
+    task = task_of(session.connection(), users["alice"], lease)
     assert task is not None and task.style == TaskStyle.PHASE2.value
 
     # The demo's answer key: the slip's step, and a rating for each of its alternatives.

@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from app.labeling.queue import Lease, QueueRules, next_assignment
+from app.labeling.queue import Lease, QueueRules
 from app.models import (
     SCREENING_GENERATION,
     Assignment,
@@ -18,7 +18,7 @@ from app.models import (
     Role,
     Solution,
 )
-from tests.factories import make_solution, make_user
+from tests.factories import make_solution, make_user, next_lease
 
 NOW = datetime(2026, 11, 22, 12, 0, 0)
 RULES = QueueRules(lease=timedelta(minutes=30), overlap=1, qc_rate=0.0)
@@ -40,43 +40,43 @@ def test_priority_is_generation_then_queue_order(session: Session) -> None:
     alice = make_user(session, "alice")
     order = []
     for _ in range(3):
-        assignment = next_assignment(session.connection(), alice, RULES, NOW)
+        assignment = next_lease(session.connection(), alice, RULES, NOW)
         assert assignment is not None
         order.append(assignment.solution_id)
         finish(session, assignment)
     assert order == [first.id, second.id, later_generation.id]
-    assert next_assignment(session.connection(), alice, RULES, NOW) is None
+    assert next_lease(session.connection(), alice, RULES, NOW) is None
 
 
 def test_a_returning_labeler_gets_the_same_task(session: Session) -> None:
     make_solution(session)
     make_solution(session)
     alice = make_user(session, "alice")
-    first = next_assignment(session.connection(), alice, RULES, NOW)
-    again = next_assignment(session.connection(), alice, RULES, NOW + timedelta(minutes=29))
+    first = next_lease(session.connection(), alice, RULES, NOW)
+    again = next_lease(session.connection(), alice, RULES, NOW + timedelta(minutes=29))
     assert first is not None and again is not None and again.id == first.id
 
 
 def test_an_expired_lease_returns_the_task_to_the_queue(session: Session) -> None:
     solution = make_solution(session)
     alice, bob = make_user(session, "alice"), make_user(session, "bob")
-    alices = next_assignment(session.connection(), alice, RULES, NOW)
+    alices = next_lease(session.connection(), alice, RULES, NOW)
     assert alices is not None and alices.solution_id == solution.id
-    assert next_assignment(session.connection(), bob, RULES, NOW + timedelta(minutes=10)) is None
+    assert next_lease(session.connection(), bob, RULES, NOW + timedelta(minutes=10)) is None
     later = NOW + timedelta(minutes=31)
-    bobs = next_assignment(session.connection(), bob, RULES, later)
+    bobs = next_lease(session.connection(), bob, RULES, later)
     assert bobs is not None and bobs.solution_id == solution.id and bobs.id == alices.id
     assert bobs.labeler_id == bob.id and bobs.expires_at == later + RULES.lease
     # Alice's lease was taken over: she does not get the solution back.
-    assert next_assignment(session.connection(), alice, RULES, later) is None
+    assert next_lease(session.connection(), alice, RULES, later) is None
 
 
 def test_an_expired_lease_is_renewed_when_nobody_took_it(session: Session) -> None:
     make_solution(session)
     alice = make_user(session, "alice")
-    first = next_assignment(session.connection(), alice, RULES, NOW)
+    first = next_lease(session.connection(), alice, RULES, NOW)
     later = NOW + timedelta(hours=2)
-    again = next_assignment(session.connection(), alice, RULES, later)
+    again = next_lease(session.connection(), alice, RULES, later)
     assert first is not None and again is not None and again.id == first.id
     assert again.expires_at == later + RULES.lease
 
@@ -85,21 +85,21 @@ def test_overlap_gives_a_solution_to_that_many_distinct_labelers(session: Sessio
     shared = make_solution(session, overlap=3)
     single = make_solution(session)
     labelers = [make_user(session, f"labeler{i}") for i in range(4)]
-    got = [next_assignment(session.connection(), labeler, RULES, NOW) for labeler in labelers]
+    got = [next_lease(session.connection(), labeler, RULES, NOW) for labeler in labelers]
     assert [a.solution_id for a in got if a] == [shared.id, shared.id, shared.id, single.id]
     assert len({a.slot for a in got[:3] if a}) == 3
     # Never twice to the same labeler, even after finishing it.
     assert got[0] is not None
     finish(session, got[0])
-    assert next_assignment(session.connection(), labelers[0], RULES, NOW) is None
+    assert next_lease(session.connection(), labelers[0], RULES, NOW) is None
 
 
 def test_project_overlap_applies_without_a_per_solution_one(session: Session) -> None:
     solution = make_solution(session)
     rules = QueueRules(lease=RULES.lease, overlap=2, qc_rate=0.0)
-    first = next_assignment(session.connection(), make_user(session, "a"), rules, NOW)
-    second = next_assignment(session.connection(), make_user(session, "b"), rules, NOW)
-    third = next_assignment(session.connection(), make_user(session, "c"), rules, NOW)
+    first = next_lease(session.connection(), make_user(session, "a"), rules, NOW)
+    second = next_lease(session.connection(), make_user(session, "b"), rules, NOW)
+    third = next_lease(session.connection(), make_user(session, "c"), rules, NOW)
     assert first and second and {first.solution_id, second.solution_id} == {solution.id}
     assert third is None
 
@@ -126,7 +126,7 @@ def test_quality_control_questions_mix_in_and_go_to_everyone(session: Session) -
         labeler = make_user(session, name)
         served = []
         for _ in range(12):
-            assignment = next_assignment(session.connection(), labeler, rules, NOW, rng)
+            assignment = next_lease(session.connection(), labeler, rules, NOW, rng)
             assert assignment is not None
             served.append(assignment.solution_id)
             finish(session, assignment)
@@ -144,19 +144,19 @@ def test_new_labelers_get_screening_first_and_then_wait(session: Session) -> Non
     other = make_user(session, "other", approved=False)
     served = []
     for _ in range(2):
-        assignment = next_assignment(session.connection(), newcomer, RULES, NOW)
+        assignment = next_lease(session.connection(), newcomer, RULES, NOW)
         assert assignment is not None
         served.append(assignment.solution_id)
         finish(session, assignment)
     assert served == [s.id for s in screening]
-    assert next_assignment(session.connection(), newcomer, RULES, NOW) is None
+    assert next_lease(session.connection(), newcomer, RULES, NOW) is None
     # Screening is shared: overlap does not stop the next newcomer.
-    other_first = next_assignment(session.connection(), other, RULES, NOW)
+    other_first = next_lease(session.connection(), other, RULES, NOW)
     assert other_first is not None and other_first.solution_id == screening[0].id
     # Once approved, regular tasks open; screening questions are not regular tasks.
     newcomer.is_approved = True
     session.flush()
-    approved = next_assignment(session.connection(), newcomer, RULES, NOW)
+    approved = next_lease(session.connection(), newcomer, RULES, NOW)
     assert approved is not None and approved.solution_id == regular.id
 
 
@@ -181,7 +181,7 @@ def test_marking_quality_control_checks_the_gold_label(session: Session) -> None
         mark_quality_control(session, solution.id, label.id + 1000)
     mark_quality_control(session, solution.id, label.id)
     rules = QueueRules(lease=RULES.lease, overlap=1, qc_rate=1.0)
-    served = next_assignment(session.connection(), make_user(session, "alice"), rules, NOW)
+    served = next_lease(session.connection(), make_user(session, "alice"), rules, NOW)
     assert served is not None and served.solution_id == solution.id
     unmark_quality_control(session, solution.id)
     with pytest.raises(LookupError, match="not a quality-control question"):
@@ -219,7 +219,7 @@ def test_quality_control_is_answered_once_per_generation(session: Session) -> No
     alice = make_user(session, "alice")
 
     def take() -> Lease:
-        lease = next_assignment(session.connection(), alice, always_qc, NOW)
+        lease = next_lease(session.connection(), alice, always_qc, NOW)
         assert lease is not None
         finish(session, lease)
         return lease
@@ -271,6 +271,6 @@ def test_an_open_qc_question_does_not_count_as_the_generation_being_labeled(
     make_solution(session, generation=3)
     add_quality_control_to_generation(session, 3)
     always_qc = QueueRules(lease=RULES.lease, overlap=1, qc_rate=1.0)
-    served = next_assignment(session.connection(), make_user(session, "alice"), always_qc, NOW)
+    served = next_lease(session.connection(), make_user(session, "alice"), always_qc, NOW)
     # Generation 3 is being labeled (the question's own generation 0 is not): its round.
     assert served is not None and (served.solution_id, served.qc_generation) == (question.id, 3)

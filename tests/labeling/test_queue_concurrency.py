@@ -1,21 +1,21 @@
 """Many labelers asking at once never get more assignments of a solution than its overlap."""
 
+import dataclasses
 import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from sqlalchemy import Connection, Engine, select, text
+from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
 from app import auth
 from app.db import core_autocommit, transaction
-from app.labeling import repository, submission
-from app.labeling.queue import next_assignment
+from app.labeling import repository, service, submission
 from app.labeling.submission import SubmissionInput
 from app.models import Assignment, Label, Solution, User
-from tests.factories import make_solution, make_user
+from tests.factories import make_solution, make_user, next_lease
 from tests.labeling.test_queue import NOW, RULES
 from tests.labeling.test_submission import STEPS
 
@@ -33,24 +33,21 @@ def _all_ask_at_once(
         barrier.wait()
         if autocommit:
             with core_autocommit(engine) as connection:
-                labeler = _labeler(connection, labeler_id)
-                assignment = next_assignment(connection, labeler, RULES, NOW)
+                _, assignment = service.next_lease(connection, _login(labeler_id), NOW, RULES)
         else:
             with transaction(engine) as session:
                 user = session.get(User, labeler_id)
                 assert user is not None
-                assignment = next_assignment(session.connection(), user, RULES, NOW)
+                assignment = next_lease(session.connection(), user, RULES, NOW)
         return None if assignment is None else assignment.solution_id
 
     with ThreadPoolExecutor(max_workers=len(labeler_ids)) as pool:
         return list(pool.map(ask, labeler_ids))
 
 
-def _labeler(connection: Connection, labeler_id: int) -> auth.Viewer:
-    user = connection.execute(
-        select(User.id, User.name, User.role, User.is_approved).where(User.id == labeler_id)
-    ).one()
-    return auth.Viewer(*user)
+def _login(labeler_id: int) -> auth.Login:
+    """A request's login of a user made by the test (whose session version is 0)."""
+    return auth.Login(labeler_id, 0, {})
 
 
 @pytest.mark.parametrize("autocommit", [False, True], ids=["transaction", "autocommit"])
@@ -105,10 +102,8 @@ def test_a_task_submitted_from_many_tabs_at_once_stores_one_label(engine: Engine
     def submit(_tab: int) -> submission.SavedLabel:
         barrier.wait()
         with core_autocommit(engine) as connection:
-            task = submission.leased_task(connection, assignment_id)
-            assert task is not None
-            labeler = _labeler(connection, labeler_id)
-            return submission.save_label(connection, task, labeler, sent, overlap=1, now=NOW)
+            login = _login(labeler_id)
+            return service.submit_label(connection, login, assignment_id, sent, NOW, RULES)
 
     with ThreadPoolExecutor(max_workers=tabs) as pool:
         saved = list(pool.map(submit, range(tabs)))
@@ -160,10 +155,10 @@ def test_a_claim_and_a_submit_meeting_at_a_solution_do_not_deadlock(engine: Engi
 
     def alices_submit(assignment_id: int) -> submission.SavedLabel:
         with core_autocommit(engine) as connection:
-            task = submission.leased_task(connection, assignment_id)
-            assert task is not None
-            labeler = _labeler(connection, alice_id)
-            return submission.save_label(connection, task, labeler, sent, overlap=2, now=NOW)
+            rules = dataclasses.replace(RULES, overlap=2)
+            return service.submit_label(
+                connection, _login(alice_id), assignment_id, sent, NOW, rules
+            )
 
     with ThreadPoolExecutor(max_workers=2) as pool, engine.connect() as third:
         # A third session holds the solution's row (another labeler's submit or claim).

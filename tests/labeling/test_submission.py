@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from app import prm800k
 from app.datasets.export import ExportFilter, write_export
 from app.labeling import repository
-from app.labeling.queue import QueueRules, next_assignment
+from app.labeling.queue import QueueRules
 from app.labeling.submission import (
     HUMAN_STEP_MAX_CHARS,
     NOTE_MAX_CHARS,
@@ -23,7 +23,6 @@ from app.labeling.submission import (
     SubmissionInput,
     check_submission,
     label_writes,
-    leased_task,
     save_label,
 )
 from app.models import (
@@ -37,7 +36,7 @@ from app.models import (
     StepCompletion,
     User,
 )
-from tests.factories import make_solution, make_user
+from tests.factories import make_solution, make_user, next_lease, task_of
 from tests.labeling.test_queue import NOW, RULES
 
 STEPS = ["First $1+1=2$.", "Then $2+2=5$.", "So it is $5$.\n\n# Answer\n\n5"]
@@ -122,11 +121,9 @@ def next_task(
     session: Session, labeler: User, rules: QueueRules = RULES, now: datetime = NOW
 ) -> LeasedTask:
     """The labeler's next task, as submitting it sees it."""
-    lease = next_assignment(session.connection(), labeler, rules, now)
+    lease = next_lease(session.connection(), labeler, rules, now)
     assert lease is not None
-    task = leased_task(session.connection(), lease.id)
-    assert task is not None
-    return task
+    return task_of(session.connection(), labeler, lease)
 
 
 def lease(

@@ -85,7 +85,6 @@ def tiny_args(**changes: Any) -> TrainingArgs:
 
     settings: dict[str, Any] = {
         "device": "cpu",
-        "held_out_fraction": 0.25,
         # Random batches: in this world short solutions are the ones that end in an error,
         # so length-grouped batches are nearly all-negative or all-positive (seeds 0-12
         # all pass with this; length pools of 4 pass with less margin).
@@ -108,6 +107,9 @@ class Trained:
     metrics: dict[str, Any]
 
 
+HELD_OUT = 0.25
+"""Share of the arithmetic world's problems the trained PRM never sees."""
+
 ARITHMETIC = pytest.mark.xdist_group("arithmetic_prm")
 """For the tests that use ``trained_arithmetic_prm``: one test process trains it once."""
 
@@ -119,9 +121,7 @@ def trained_arithmetic_prm() -> Trained:
     from worker.train import fit, setup, split_by_problem
 
     args = tiny_args()
-    train, held_out = split_by_problem(
-        arithmetic_examples(800, seed=0), args.held_out_fraction, args.seed
-    )
+    train, held_out = split_by_problem(arithmetic_examples(800, seed=0), HELD_OUT, args.seed)
     with deterministic_torch(args.seed):
         model, tokenizer, _device = setup(args)
         stats = fit(model, tokenizer, train, args)

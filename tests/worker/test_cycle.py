@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.datasets.demo_seed import DEMO_PROBLEMS, QUALITY_CONTROL_QUESTIONS, seed
 from app.db import transaction
-from app.labeling.queue import next_assignment
-from app.labeling.submission import SubmissionInput, leased_task, save_label
+from app.labeling import service
+from app.labeling.submission import SubmissionInput
 from app.models import (
     Generation,
     GenerationQualityControl,
@@ -30,10 +30,11 @@ from app.models import (
     TaskStyle,
     TrainingRun,
     User,
+    utc_now,
 )
 from app.pool_shape import BY_POOL_SHAPE, strategy_for_pool
 from app.quality.questions import mark_quality_control
-from tests.factories import make_label, make_solution
+from tests.factories import login_of, make_label, make_solution, next_lease, task_of
 from tests.labeling.test_queue import RULES
 
 if TYPE_CHECKING:
@@ -53,17 +54,18 @@ def label_queued(
         name = active[labeled % len(active)]
         with transaction(engine) as session:
             labeler = session.scalars(select(User).where(User.name == name)).one()
-            lease = next_assignment(session.connection(), labeler, RULES)
+            lease = next_lease(session.connection(), labeler, RULES)
             if lease is None:
                 active.remove(name)
                 continue
-            task = leased_task(session.connection(), lease.id)
+            task = task_of(session.connection(), labeler, lease)
             solution = session.get(Solution, lease.solution_id)
-            assert task is not None and solution is not None
+            assert solution is not None
             body = SubmissionInput.model_validate(
                 {**simulated_label(solution, task.alternatives or []), "total_time": 1000}
             )
-            save_label(session.connection(), task, labeler, body, overlap=1)
+            connection, login = session.connection(), login_of(labeler)
+            service.submit_label(connection, login, lease.id, body, utc_now(), RULES)
             labeled += 1
     return labeled
 
@@ -242,7 +244,7 @@ def test_once_trains_selects_and_queues_a_generation(
         assert generation.wrong_answers == wrong > 0
         # The new generation reaches labelers: bob gets one of its solutions next.
         bob = session.scalars(select(User).where(User.name == "bob")).one()
-        served = next_assignment(session.connection(), bob, RULES)
+        served = next_lease(session.connection(), bob, RULES)
         assert served is not None
         served_solution = session.get(Solution, served.solution_id)
         assert served_solution is not None and served_solution.generation in (0, 1)
@@ -344,10 +346,10 @@ def test_too_few_labels_to_train_on_make_no_run(
 
 def trained_problem(texts: list[str]) -> str:
     """The first of ``texts`` that the default split trains on (not held out)."""
-    from worker.data import problem_key
     from worker.eval_sets import unit_hash
+    from worker.split import split_key
 
-    return next(t for t in texts if unit_hash(0, str(problem_key(t))) >= 0.2)
+    return next(t for t in texts if unit_hash(0, str(split_key(t))) >= 0.2)
 
 
 @pytest.mark.sqlite_only

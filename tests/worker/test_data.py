@@ -21,7 +21,8 @@ from tests.factories import (
     record,
     step,
 )
-from worker.data import examples_from_record, problem_key, training_labels
+from worker.data import examples_from_record, training_labels
+from worker.split import split_key
 
 
 def as_tuples(rec: dict[str, object]) -> list[tuple[list[str], list[int | None]]]:
@@ -42,7 +43,7 @@ def test_phase2_path_stops_at_the_first_error_and_alternatives_branch() -> None:
         (["a", "b", "c"], [1, 0, -1]),
     ]
     groups = {e.problem_id for e in examples_from_record(rec)}
-    assert groups == {problem_key(rec["question"]["problem"])}  # type: ignore[index]
+    assert groups == {split_key(rec["question"]["problem"])}  # type: ignore[index]
 
 
 def test_phase1_choices_and_human_steps() -> None:
@@ -145,8 +146,8 @@ def test_labels_know_whether_a_prm_chose_their_solution(session: Session) -> Non
 
 
 def test_one_problem_typeset_two_ways_is_one_problem() -> None:
-    assert problem_key("What is $1 + 1$?") == problem_key("what is 1+1 ?")
-    assert problem_key("What is $1 + 1$?") != problem_key("What is $1 + 2$?")
+    assert split_key("What is $1 + 1$?") == split_key("what is 1+1 ?")
+    assert split_key("What is $1 + 1$?") != split_key("What is $1 + 2$?")
 
 
 def add_run(session: Session) -> TrainingRun:

@@ -13,7 +13,6 @@ import pytest
 
 from app.content_keys import normalized_problem
 from tests.conftest import SHARED_DATA
-from worker.data import problem_key
 from worker.phase1 import (
     FILE_NAME,
     SAMPLE_SEED,
@@ -25,6 +24,7 @@ from worker.phase1 import (
     training_examples,
     training_sample,
 )
+from worker.split import split_key
 
 PHASE1 = SHARED_DATA / FILE_NAME
 RAW = SHARED_DATA / "prm800k_raw_samples.jsonl"
@@ -51,7 +51,7 @@ def test_each_rated_candidate_is_one_label_after_its_unlabeled_prefix(phase1: Pa
     for example, (step, candidate) in zip(examples, once, strict=True):
         assert example.steps == [*step.prefix, candidate.text]
         assert example.labels == [None] * len(step.prefix) + [candidate.rating]
-        assert example.problem_id == problem_key(step.problem)
+        assert example.problem_id == split_key(step.problem)
 
 
 def test_a_chosen_candidates_features_come_from_the_next_steps_sequences(

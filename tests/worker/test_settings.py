@@ -1,12 +1,15 @@
 """The worker's settings: what the head and the selection are told, and what is refused."""
 
+import dataclasses
 from typing import get_args
 
 import pytest
+from pydantic import ValidationError
 
 from app.config import Settings
 from app.pool_shape import BY_POOL_SHAPE
 from worker.cycle import check_settings, training_args_from
+from worker.model import TrainingArgs
 from worker.select import STRATEGIES
 
 
@@ -108,3 +111,34 @@ def test_help_needs_no_settings(
         assert "STEPLABEL_WORKER_POLL_SECONDS" in capsys.readouterr().err
     finally:
         get_settings.cache_clear()
+
+
+OUT_OF_BOUNDS = {
+    "learning_rate": 0,
+    "epochs": 0,
+    "batch_size": 0,
+    "max_length": 1,
+    "warmup_ratio": 1.0,
+    "weight_decay": -0.1,
+    "pack_rows": -1,
+    "backbone_depth": 1.5,
+    "head_members": 0,
+    "head_hidden": -1,
+}
+
+
+@pytest.mark.parametrize(("argument", "value"), OUT_OF_BOUNDS.items())
+def test_a_training_setting_and_its_argument_share_one_bound(argument: str, value: float) -> None:
+    """Settings refuses what TrainingArgs would: both are declared with app/config.py's
+    bound types, so the worker never meets a setting it cannot train with."""
+    with pytest.raises(ValidationError, match=f"train_{argument}"):
+        Settings(**{f"train_{argument}": value})
+    with pytest.raises(ValidationError, match=argument):
+        TrainingArgs(**{argument: value})
+
+
+def test_the_split_is_no_training_argument() -> None:
+    """The held-out share is the split's (``Split.of(settings)``), not the training's."""
+    assert "held_out_fraction" not in {f.name for f in dataclasses.fields(TrainingArgs)}
+    with pytest.raises(ValidationError, match="held_out_fraction"):
+        TrainingArgs(held_out_fraction=0.2)  # type: ignore[call-arg]

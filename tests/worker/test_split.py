@@ -4,16 +4,18 @@ import json
 from pathlib import Path
 
 from app.config import Settings
+from worker.assess import EvalSets
 from worker.split import (
     LabelExamples,
     Split,
     TrainedOn,
     load_trained_on,
     problem_hash,
+    split_key,
     split_labels,
     with_extra_training,
 )
-from worker.train import Example
+from worker.train import Example, split_by_problem
 
 
 def label(problem: str, *, chosen: bool = False) -> LabelExamples:
@@ -83,3 +85,37 @@ def test_extra_labels_train_except_on_held_out_problems() -> None:
     assert {problem_hash(e.problem) for e in added} <= more.trained_problems
     # A problem of their own that the split's hash holds out is not trained on either.
     assert len(added) < len([e for e in extra if e.problem_id not in held])
+
+
+TEXTS = [f"What is ${i} + {i * 7 % 13}$?" for i in range(40)]
+
+
+def example(text: str) -> Example:
+    return Example(split_key(text), text, ["s"], [1])
+
+
+def test_the_split_of_existing_data_does_not_move() -> None:
+    """Pinned: every stored run's held-out set and BENCHMARKS.md's figures depend on which
+    side a problem falls, and every checkpoint's record on ``problem_hash``."""
+    assert [split_key(t) for t in TEXTS[:3]] == [676859861, 3752197751, 2605381151]
+    assert problem_hash(TEXTS[0]) == "0b2205a35bfed76e"
+    _, held = split_by_problem([example(t) for t in TEXTS], 0.2, 0)
+    assert sorted(TEXTS.index(e.problem) for e in held) == [9, 12, 21, 24, 31, 32, 34, 39]
+
+
+def test_the_split_and_the_leak_checks_agree() -> None:
+    """Both read a problem by its normalized text: a retypeset copy falls on its problem's
+    side, nothing held out counts as trained on, and a copy of a trained problem is left out
+    of evaluation."""
+    retypeset = [t.replace("$", "").upper() for t in TEXTS]
+    labels = [LabelExamples(split_key(t), t, [example(t)], False) for t in TEXTS + retypeset]
+
+    parts = split_labels(labels, Split(0, 0.2))
+
+    held = {e.problem for e in parts.held_out}
+    assert held and all((t in held) == (r in held) for t, r in zip(TEXTS, retypeset, strict=True))
+    kept, left_out = EvalSets(held_out=parts.held_out).without(parts.trained_problems, "x")
+    assert kept.held_out == parts.held_out and left_out == []
+    copies = EvalSets(held_out=[example(t) for t in retypeset])
+    kept, _ = copies.without(parts.trained_problems, "a problem this run's PRM trained on")
+    assert {e.problem for e in kept.held_out} == held & set(retypeset)
