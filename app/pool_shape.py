@@ -19,16 +19,18 @@ from dataclasses import dataclass
 BY_POOL_SHAPE = "by_pool_shape"
 """``STEPLABEL_SELECT_STRATEGY``'s value that asks for this rule (the default)."""
 
-NOT_PICKED_YET = "issue 24's default: issue 39's calibration has not picked for this shape yet"
+CALIBRATION = (
+    "issue 39's calibration pick (geometric mean of its eight ratios {}; not confirmed yet)"
+)
 SHAPE_RULE: tuple[tuple[float, int, str, str], ...] = (
-    (16, 32, "random_wrong", NOT_PICKED_YET),
-    (3, 8, "random_wrong", NOT_PICKED_YET),
-    (0, 1, "random_wrong", NOT_PICKED_YET),
+    (16, 32, "convincing_wrong", CALIBRATION.format("1.54")),
+    (3, 8, "random_wrong", CALIBRATION.format("3.43")),
+    (0, 1, "ensemble", CALIBRATION.format("1.35")),
 )
 """(from this median, measured at this many samples per problem, the strategy, where it
-comes from), largest first. Until issue 39's calibration run has picked (BENCHMARKS.md,
-"Issue 39"), every shape keeps ``random_wrong``, the default issue 24's rule picked on one
-sample per problem, and says so; a pick replaces its row's strategy and source."""
+comes from), largest first: the picks of issue 39's pre-registered rule on its calibration
+run at 32, 8 and 1 samples per problem (BENCHMARKS.md, "Issue 39"), put here before the
+confirmation run, as pre-registered; each source says how far its pick is confirmed."""
 
 
 @dataclass(frozen=True)

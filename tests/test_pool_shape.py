@@ -16,6 +16,16 @@ def pick_at(samples: int) -> str:
     return next(strategy for _, measured, strategy, _ in SHAPE_RULE if measured == samples)
 
 
+def test_the_rule_holds_the_calibration_picks_made_before_the_confirmation() -> None:
+    # BENCHMARKS.md, issue 39: the pre-registered rule's picks on the calibration half.
+    assert [(low, n, strategy) for low, n, strategy, _ in SHAPE_RULE] == [
+        (16, 32, "convincing_wrong"),
+        (3, 8, "random_wrong"),
+        (0, 1, "ensemble"),
+    ]
+    assert all(source.startswith("issue 39's calibration pick") for *_, source in SHAPE_RULE)
+
+
 def test_a_pool_of_one_sample_per_problem_takes_the_pick_measured_at_one() -> None:
     choice = strategy_for_pool([1] * 40)
     assert (choice.strategy, choice.median, choice.measured_at) == (pick_at(1), 1.0, 1)
