@@ -132,6 +132,9 @@ def test_each_training_seed_trains_a_model_and_the_figures_pool_them(
             "--subsets=gsm8k,math",
             "--per-subset=30",
             "--tiny-epochs=2",
+            # Not PRM800K phase 1's test steps (3,181 solutions, two seeds: almost all of
+            # the test's time); a test below judges them.
+            "--phase1-test-problems=0",
             f"--json={saved}",
         ]
     )

@@ -5,11 +5,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
 
 from tests.browser.conftest import TIMEOUT_MS
 from tests.browser.live import Labeler, LiveApp
 from tests.factories import PASSWORD
+
+SIZES = {"1280x900": (1280, 900), "390x844": (390, 844)}
+"""The window sizes (width, height) the pages are checked at: a desktop's and a phone's."""
+EACH_SIZE = [
+    pytest.param(SIZES["1280x900"], id="1280x900"),
+    pytest.param(SIZES["390x844"], id="390x844", marks=pytest.mark.sqlite_only),
+]
+"""SIZES as a test's parameters. The server never learns the window's size, so the phone
+cell on Postgres would get the same answers as the desktop one and lay them out as on
+SQLite: the phone width runs on SQLite alone."""
 
 
 def log_in(page: Page, labeler: Labeler) -> None:

@@ -36,10 +36,9 @@ from app.models import (
 )
 from app.pool_shape import SHAPE_RULE
 from tests.browser.live import ROOT, LiveApp
-from tests.browser.pages import logged_in
+from tests.browser.pages import EACH_SIZE, SIZES, logged_in
 from tests.factories import make_label, make_user, prm_run_metrics
 
-SIZES = {"1280x900": (1280, 900), "390x844": (390, 844)}
 ARTIFACTS = ROOT / "test-artifacts" / "admin-pages"
 TASKS_PER_LABELER = 8
 """Of the demo's shared head of 12: both labelers label these, phase-1 tasks among them."""
@@ -311,7 +310,7 @@ def failed_loads(page: Page) -> list[str]:
     return failed
 
 
-@pytest.mark.parametrize("size", SIZES.values(), ids=SIZES.keys())
+@pytest.mark.parametrize("size", EACH_SIZE)
 def test_no_page_is_wider_than_the_window(
     browser: Browser, live_app: LiveApp, project: Project, size: tuple[int, int]
 ) -> None:
@@ -342,7 +341,7 @@ def test_no_page_is_wider_than_the_window(
     assert errors == []
 
 
-@pytest.fixture(params=SIZES.values(), ids=SIZES.keys())
+@pytest.fixture(params=EACH_SIZE)
 def admin(
     browser: Browser, live_app: LiveApp, project: Project, request: pytest.FixtureRequest
 ) -> Iterator[Page]:

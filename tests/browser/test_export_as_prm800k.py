@@ -23,6 +23,7 @@ from app.datasets.export import ExportFilter, write_export
 from app.models import Label, Role, Solution, TaskStyle
 from tests.browser.live import ROOT, Labeler, LiveApp, SolutionSpec, queue
 from tests.browser.pages import (
+    EACH_SIZE,
     log_in,
     logged_in,
     press,
@@ -34,7 +35,6 @@ from tests.browser.pages import (
 from tests.factories import make_user
 from tests.prm800k_shapes import expect_as_the_real_lines
 
-SIZES = {"1280x900": (1280, 900), "390x844": (390, 844)}
 ARTIFACTS = ROOT / "test-artifacts"
 
 PHASE1 = SolutionSpec(
@@ -112,7 +112,7 @@ def exported(live_app: LiveApp, labeler: Labeler) -> dict[int, dict[str, Any]]:
     }
 
 
-@pytest.mark.parametrize("size", SIZES.values(), ids=SIZES.keys())
+@pytest.mark.parametrize("size", EACH_SIZE)
 def test_labels_made_here_export_as_prm800k_writes_them(
     browser: Browser, live_app: LiveApp, labeler: Labeler, page: Page, size: tuple[int, int]
 ) -> None:

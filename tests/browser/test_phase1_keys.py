@@ -16,9 +16,8 @@ from sqlalchemy.orm import Session
 
 from app.datasets.export import ExportFilter, write_export
 from tests.browser.live import ROOT, Labeler, LiveApp, SolutionSpec, queue
-from tests.browser.pages import log_in, press, status, step, task_section, task_swap
+from tests.browser.pages import EACH_SIZE, log_in, press, status, step, task_section, task_swap
 
-SIZES = {"1280x900": (1280, 900), "390x844": (390, 844)}
 ARTIFACTS = ROOT / "test-artifacts"
 # Step 1: three candidates; step 2: two, both wrong; step 3: one.
 TASK = SolutionSpec(
@@ -41,7 +40,7 @@ WRITTEN = "Subtracting, $2p = 182 - 124 = 58$."
 WRITTEN_LAST = "So $p = \\frac{58}{2} = 29$.\n\n# Answer\n\n29"
 
 
-@pytest.fixture(params=SIZES.values(), ids=SIZES.keys())
+@pytest.fixture(params=EACH_SIZE)
 def sized(page: Page, request: pytest.FixtureRequest) -> Page:
     width, height = request.param
     page.set_viewport_size({"width": width, "height": height})
