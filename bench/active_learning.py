@@ -115,7 +115,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from app.config import get_settings
+from app.config import STRATEGIES, Strategy, get_settings
 from app.content_keys import normalized_problem
 from app.estimates import RESAMPLES, Statistic, percentile_interval, split_units
 from app.models import FinishReason
@@ -154,10 +154,8 @@ from worker.score import (
     step_features,
 )
 from worker.select import (
-    STRATEGIES,
     Candidate,
     SelectionPlan,
-    Strategy,
     select,
     uncertainty_of,
 )
