@@ -111,13 +111,17 @@ class ExportSummary:
 
 
 # Core columns, not ORM attributes: rows come back as plain tuples, without ORM loading.
-_LABEL_COLUMNS = (
+# Both row shapes below start with a line's short fields, in this order.
+_LINE_FIELDS = (
     LABELS.id,
     USERS.uuid,
     LABELS.timestamp,
     LABELS.generation,
     LABELS.is_quality_control,
     LABELS.is_initial_screening,
+)
+_LABEL_COLUMNS = (
+    *_LINE_FIELDS,
     LABELS.total_time,
     LABELS.finish_reason,
     PROBLEMS.text,
@@ -267,12 +271,7 @@ def _record(label: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
 
 _without_solution = LABELS.solution_id.is_(None)
 _LINE_COLUMNS = (
-    LABELS.id,
-    USERS.uuid,
-    LABELS.timestamp,
-    LABELS.generation,
-    LABELS.is_quality_control,
-    LABELS.is_initial_screening,
+    *_LINE_FIELDS,
     LABELS.solution_id,
     SOLUTIONS.source_id,
     LABELS.prm800k_label,
