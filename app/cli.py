@@ -75,6 +75,20 @@ def migrate() -> None:
     except OperationalError as error:  # no server there, no such folder for the file, ...
         _fail(f"cannot open the database {_database_name()}: {error.orig}")
     typer.echo(f"database at head: {_database_name()}")
+    # Not a data migration: one transaction over every label could not resume, and the
+    # text must be what today's export code builds, which a frozen revision cannot import.
+    fill_stored_text()
+
+
+@cli.command("fill-stored-text")
+def fill_stored_text() -> None:
+    """Store the PRM800K text of labels and solutions saved before it was stored (as
+    `migrate` does), a transaction per 1,000 rows: a stopped run goes on where it stopped."""
+    from app.datasets import stored_text
+    from app.db import get_engine
+
+    _require_current_schema()
+    typer.echo(stored_text.fill_stored_text(get_engine()).describe())
 
 
 def _database_name() -> str:

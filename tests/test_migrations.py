@@ -2,7 +2,7 @@
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect, select
+from sqlalchemy import func, inspect, select
 from sqlalchemy.orm import Session
 
 from app import schema
@@ -60,5 +60,37 @@ def test_phase1_labels_lose_their_generation_and_get_it_back(database_factory: o
         assert generations() == [None, 3]
         schema.downgrade(url, "0009")
         assert generations() == [3, 3]
+    finally:
+        engine.dispose()
+
+
+def test_stored_text_is_compressed_with_lz4_on_postgres_and_back(database_factory: object) -> None:
+    # Revision 0016: lz4 in place of pglz for the text a pull reads (issue 40).
+    url = database_factory.new_url()  # type: ignore[attr-defined]
+    engine = make_engine(url)
+    columns = "attrelid IN ('labels'::regclass, 'solutions'::regclass)"
+    columns += " AND attname IN ('prm800k_label', 'prm800k_question')"
+
+    def methods() -> set[str]:
+        with engine.connect() as connection:
+            found = f"SELECT attcompression FROM pg_attribute WHERE {columns}"
+            return set(connection.exec_driver_sql(found).scalars())
+
+    try:
+        if engine.dialect.name != "postgresql":
+            schema.downgrade(url, "0015")  # nothing to undo on SQLite, and nothing fails
+            schema.upgrade(url)
+            return
+        assert methods() == {"l"}
+        with Session(engine) as session:
+            label = make_label(session, make_user(session, "lab"), make_solution(session), [[1]])
+            label.prm800k_label = "[" + ", ".join(str(n) for n in range(5000)) + "]"
+            session.commit()
+            written = select(func.pg_column_compression(Label.prm800k_label))
+            assert session.scalar(written) == "lz4"
+        schema.downgrade(url, "0015")
+        assert methods() == {""}  # the server's default
+        schema.upgrade(url)
+        assert methods() == {"l"}
     finally:
         engine.dispose()

@@ -204,6 +204,11 @@ def _labels_where(
     ]
 
 
+def built_records(session: Session, label_ids: Sequence[int]) -> list[Chunked]:
+    """The labels with these ids, their records built from their rows (not stored text)."""
+    return _labels_where(session, [LABELS.id.in_(label_ids)])
+
+
 def _steps_by_label(session: Session, label_ids: set[int]) -> dict[int, list[dict[str, Any]]]:
     """The labels' steps in PRM800K's form, read in one query: each step joined with its
     completions, a step without any as one row of nulls (its completions export as null,
@@ -297,7 +302,7 @@ def line_chunk(session: Session, label_filter: ExportFilter, after: int) -> tupl
         # as ``steplabel export`` builds every line.
         built = {
             label_id: export_line(record, "prm800k")
-            for label_id, _solution, record in _labels_where(session, [LABELS.id.in_(unstored)])
+            for label_id, _solution, record in built_records(session, unstored)
         }
         lines = [line or built[row.id] for row, line in zip(rows, lines, strict=True)]
     return rows[-1].id, "".join(lines)  # type: ignore[arg-type]  # none is None now
