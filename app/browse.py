@@ -10,8 +10,8 @@ from sqlalchemy import ScalarSelect, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
-from app.auth import current_admin
-from app.db import RETRY_AFTER_S, DbSession, get_engine
+from app.auth.sessions import current_admin
+from app.core.db import RETRY_AFTER_S, DbSession, get_engine
 from app.inputs import DbId, PageNumber
 from app.models import Base, Label, Problem, Solution, StepCompletion, User
 from app.templating import render, wants_fragment

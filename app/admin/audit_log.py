@@ -8,8 +8,9 @@ from fastapi.responses import HTMLResponse
 
 from app import audit
 from app.admin.router import Page, live_page
-from app.auth import check_csrf, current_admin
-from app.db import DbSession
+from app.auth.sessions import current_admin
+from app.core.csrf import check_csrf
+from app.core.db import DbSession
 from app.inputs import Text
 
 audit_pages = APIRouter(prefix="/admin", dependencies=[Depends(current_admin), Depends(check_csrf)])

@@ -8,9 +8,10 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.auth import check_csrf, current_admin
+from app.auth.sessions import current_admin
+from app.core.csrf import check_csrf
+from app.core.db import DbSession
 from app.datasets import pull
-from app.db import DbSession
 from app.models import Label, User, utc_now
 from app.pull_options import PullOptions
 from app.templating import render

@@ -18,8 +18,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 from starlette.background import BackgroundTask
 
-from app import audit, training, users
-from app import tokens as api_tokens
+from app import audit, training
 from app.admin import (
     charts,
     disagreements,
@@ -40,13 +39,16 @@ from app.admin.agreement.views import (
     kappa_matrix,
 )
 from app.admin.overview import Overview, overview
-from app.auth import CurrentAdmin, check_csrf, current_admin
-from app.config import get_settings
+from app.auth import tokens as api_tokens
+from app.auth import users
+from app.auth.sessions import CurrentAdmin, current_admin
 from app.consensus import service as consensus_service
+from app.core.config import get_settings
+from app.core.csrf import check_csrf
+from app.core.db import DbSession
 from app.datasets.examples import EXAMPLE_LINES
 from app.datasets.export import ExportFilter
 from app.datasets.reading import describe
-from app.db import DbSession
 from app.inputs import INTEGER_MAX, DbId, PageNumber, Text
 from app.models import (
     SCREENING_GENERATION,

@@ -6,9 +6,10 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, Res
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
 from app import audit
-from app.auth import CurrentAdmin, CurrentUser, LoggedIn, check_csrf
-from app.config import get_settings
-from app.db import DbSession, in_database_thread
+from app.auth.sessions import CurrentAdmin, CurrentUser, LoggedIn
+from app.core.config import get_settings
+from app.core.csrf import check_csrf
+from app.core.db import DbSession, in_database_thread
 from app.inputs import DbId, PageNumber, StrictJsonRoute, Text
 from app.labeling import history, service
 from app.labeling.submission import (
