@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
 from app import audit
-from app.admin.router import Page, live_page
+from app.admin.dashboard import Page, live_page
 from app.auth.sessions import current_admin
 from app.core.csrf import check_csrf
 from app.core.db import DbSession
