@@ -5,6 +5,9 @@ from fastapi import APIRouter, Depends
 
 from app.admin.routes import (
     agreement,
+    audit,
+    data,
+    export,
     imports,
     notes,
     overview,
@@ -21,9 +24,24 @@ from app.core.csrf import check_csrf
 pages = APIRouter(dependencies=[Depends(current_admin), Depends(check_csrf)])
 api = APIRouter(dependencies=[Depends(current_admin), Depends(check_csrf)])
 
-# In the order the sidebar lists them; Notes, Users and Imports have pages only.
-for screen in (overview, agreement, progress, throughput, qc, notes, users, imports, prm):
-    # The prefix here, not on the outer router: the overview's path is the prefix alone.
+# The prefixes go on the screens' routers: the overview's path is the prefix alone, and an
+# included router may not have both empty.
+SCREENS = (
+    overview,
+    agreement,
+    progress,
+    throughput,
+    qc,
+    notes,
+    users,
+    imports,
+    prm,
+    export,
+    audit,
+    data,
+)
+for screen in SCREENS:
     pages.include_router(screen.pages, prefix="/admin")
+# Only these screens have a JSON API beside their pages.
 for screen in (overview, agreement, progress, throughput, qc, prm):
     api.include_router(screen.api, prefix="/api/admin")
