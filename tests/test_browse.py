@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session
 
-from app.admin import data
+from app.admin import data as browse
 from app.core.db import RETRY_AFTER_S, dispose_engines, transaction
 from app.core.schema import SchemaOutOfDate
 from app.main import create_app
@@ -90,9 +90,9 @@ def seed(session: Session) -> dict[str, Any]:
 
 
 def test_totals_count_every_table(session: Session) -> None:
-    assert data.totals(session) == data.Totals(0, 0, 0, 0, 0)
+    assert browse.totals(session) == browse.Totals(0, 0, 0, 0, 0)
     seed(session)
-    assert data.totals(session) == data.Totals(
+    assert browse.totals(session) == browse.Totals(
         problems=3, solutions=3, labels=3, step_ratings=5, users=2
     )
 
@@ -100,7 +100,7 @@ def test_totals_count_every_table(session: Session) -> None:
 def test_problem_page_counts_and_pages(session: Session) -> None:
     first, second, third = seed(session)["problems"]
 
-    page = data.problem_page(session, 1, per_page=2)
+    page = browse.problem_page(session, 1, per_page=2)
     assert (page.page, page.page_count, page.total) == (1, 2, 3)
     assert (page.has_previous, page.has_next) == (False, True)
     assert [(row.id, row.solution_count, row.label_count) for row in page.rows] == [
@@ -109,28 +109,28 @@ def test_problem_page_counts_and_pages(session: Session) -> None:
     ]
     assert page.rows[0].subject == "Algebra"
 
-    last = data.problem_page(session, 2, per_page=2)
+    last = browse.problem_page(session, 2, per_page=2)
     assert [(row.id, row.solution_count, row.label_count) for row in last.rows] == [
         (third.id, 0, 0)
     ]
     assert (last.has_previous, last.has_next) == (True, False)
-    assert data.problem_page(session, 99, per_page=2).page == 2
+    assert browse.problem_page(session, 99, per_page=2).page == 2
 
 
 def test_problem_page_when_empty(session: Session) -> None:
-    page = data.problem_page(session, 3)
+    page = browse.problem_page(session, 3)
     assert (page.rows, page.page, page.page_count, page.total) == ([], 1, 1, 0)
 
 
 def test_problem_detail(session: Session) -> None:
     data = seed(session)
     first = data["problems"][0]
-    detail = data.problem_detail(session, first.id)
+    detail = browse.problem_detail(session, first.id)
     assert detail is not None
     assert detail.problem.ground_truth_answer == "2"
     assert [solution.id for solution in detail.solutions] == [s.id for s in data["solutions"][:2]]
     assert detail.label_counts == {data["solutions"][0].id: 2}
-    assert data.problem_detail(session, first.id + 1000) is None
+    assert browse.problem_detail(session, first.id + 1000) is None
 
 
 def test_queries_take_a_fixed_number_of_statements(session: Session, engine: Engine) -> None:
@@ -145,10 +145,10 @@ def test_queries_take_a_fixed_number_of_statements(session: Session, engine: Eng
 
     event.listen(engine, "before_cursor_execute", record)
     try:
-        data.problem_page(session, 1)
+        browse.problem_page(session, 1)
         assert len(statements) == 2
         statements.clear()
-        detail = data.problem_detail(session, problem.id)
+        detail = browse.problem_detail(session, problem.id)
         assert detail is not None and len(detail.solutions) == 1
         assert len(statements) == 3
     finally:
