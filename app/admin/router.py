@@ -8,6 +8,7 @@ from app.admin.routes import (
     audit,
     data,
     export,
+    guidelines,
     imports,
     notes,
     overview,
@@ -39,6 +40,7 @@ SCREENS = (
     export,
     audit,
     data,
+    guidelines,
 )
 for screen in SCREENS:
     pages.include_router(screen.pages, prefix="/admin")
