@@ -8,7 +8,7 @@ to use README's pg_dump route.
 
 Restoring a SQLite backup replaces the database file, so it is refused while another
 process has the database open. How that is told: every connection to a SQLite database in
-WAL mode (steplabel's mode, app/db.py) holds a shared POSIX lock on one byte of the
+WAL mode (steplabel's mode, app/core/db.py) holds a shared POSIX lock on one byte of the
 database's ``-shm`` file for as long as it is open (SQLite's "dead man switch", byte 128:
 the first connection to open takes it exclusively to know it is alone). The app's and the
 worker's pooled connections stay open while they run, so while either runs, that byte

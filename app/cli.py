@@ -67,8 +67,8 @@ def migrate() -> None:
     """Create or upgrade the database schema."""
     from sqlalchemy.exc import OperationalError
 
-    from app import schema
-    from app.config import get_settings
+    from app.core import schema
+    from app.core.config import get_settings
 
     try:
         schema.upgrade(get_settings().database_url)
@@ -94,7 +94,7 @@ def fill_stored_text() -> None:
 def _database_name() -> str:
     from sqlalchemy.engine import make_url
 
-    from app.config import get_settings
+    from app.core.config import get_settings
 
     return make_url(get_settings().database_url).render_as_string(hide_password=True)
 
@@ -114,9 +114,9 @@ def _run_import(function: ImportFunction, kind: str, files: list[Path], skip_inv
     from sqlalchemy.exc import IntegrityError
 
     from app import audit
+    from app.core.db import transaction
     from app.datasets.bulk import paused_gc
     from app.datasets.reading import ImportLineError, count_file_lines, read_files
-    from app.db import transaction
 
     _require_current_schema()
     try:
@@ -228,9 +228,9 @@ def export(
     or TRL stepwise rows, the give-up and bad-problem notes of the labels (--format notes),
     or the audit log of the admins' changes (--format audit, one JSON line per entry, oldest
     first)."""
+    from app.core.db import transaction
     from app.datasets.bulk import paused_gc
     from app.datasets.export import ExportError, ExportFilter, count_labels, unknown_labelers
-    from app.db import transaction
 
     if export_format not in FORMATS:
         _fail(f"--format must be one of {', '.join(FORMATS)}, not {export_format!r}", 2)
@@ -307,7 +307,7 @@ def backup(
     """Copy the database while the app serves: SQLite through its online backup, Postgres
     with pg_dump -Fc (when pg_dump is on PATH)."""
     from app.backup import BackupError, backup_postgres, backup_sqlite, sqlite_path
-    from app.config import get_settings
+    from app.core.config import get_settings
 
     url = get_settings().database_url
     database = sqlite_path(url)
@@ -328,9 +328,9 @@ def restore(
 ) -> None:
     """Put a SQLite backup in place of the database, with the app and the worker stopped;
     the database there before is kept beside it."""
-    from app import schema
     from app.backup import BackupError, restore_sqlite, sqlite_path
-    from app.config import get_settings
+    from app.core import schema
+    from app.core.config import get_settings
 
     database = sqlite_path(get_settings().database_url)
     if database is None:
@@ -359,8 +359,8 @@ def seed_demo(
     ] = Path("demo-credentials.txt"),
 ) -> None:
     """Create demo users (printing their passwords) and demo problems to label, once."""
+    from app.core.db import transaction
     from app.datasets.demo_seed import seed
-    from app.db import transaction
 
     _require_current_schema()
     with transaction() as session:
@@ -393,8 +393,9 @@ def users_add(
     ] = False,
 ) -> None:
     """Create a user."""
-    from app import audit, users
-    from app.db import transaction
+    from app import audit
+    from app.auth import users
+    from app.core.db import transaction
     from app.models import Role
 
     _require_current_schema()
@@ -413,8 +414,8 @@ def users_add(
 @users_cli.command("list")
 def users_list() -> None:
     """List users: name, role, active, approved, UUID."""
-    from app import users
-    from app.db import transaction
+    from app.auth import users
+    from app.core.db import transaction
 
     _require_current_schema()
     with transaction() as session:
@@ -425,9 +426,9 @@ def users_list() -> None:
 
 
 def _change_user(action: str, name: str, *args: str) -> None:
-    """One of the admins' changes to a user (app.users.USER_CHANGES), in the audit log."""
-    from app import users
-    from app.db import transaction
+    """One of the admins' changes to a user (app.auth.users.USER_CHANGES), in the audit log."""
+    from app.auth import users
+    from app.core.db import transaction
 
     _require_current_schema()
     try:
@@ -468,7 +469,7 @@ def users_approve(name: Name) -> None:
 @users_cli.command("reset-password")
 def users_reset_password(name: Name, password: PasswordOption = None) -> None:
     """Set a new password (printed if made here) and end the user's sessions."""
-    from app import users
+    from app.auth import users
 
     chosen = password or users.new_password()
     _change_user("user.reset_password", name, chosen)
@@ -481,7 +482,7 @@ def qc_add(
     label_id: Annotated[int, typer.Argument(help="Its gold label (for example an admin's).")],
 ) -> None:
     """Make a solution a quality-control question with a gold label."""
-    from app.db import transaction
+    from app.core.db import transaction
     from app.quality.questions import set_gold
 
     _require_current_schema()
@@ -496,7 +497,7 @@ def qc_add(
 @qc_cli.command("remove")
 def qc_remove(solution_id: Annotated[int, typer.Argument()]) -> None:
     """Stop serving a solution as a quality-control question."""
-    from app.db import transaction
+    from app.core.db import transaction
     from app.quality.questions import remove_gold
 
     _require_current_schema()
@@ -512,7 +513,7 @@ def qc_remove(solution_id: Annotated[int, typer.Argument()]) -> None:
 def train_now() -> None:
     """Ask the PRM worker for a training run as soon as it is free."""
     from app import audit, training
-    from app.db import transaction
+    from app.core.db import transaction
 
     _require_current_schema()
     with transaction() as session:
@@ -527,8 +528,8 @@ def main() -> None:
     try:
         cli()
     except Exception as error:
-        # Settings are read (and app.config imported) only by the commands that need them.
-        from app.config import SettingsError
+        # Settings are read (and app.core.config imported) only by the commands that need them.
+        from app.core.config import SettingsError
 
         if not isinstance(error, SettingsError):
             raise

@@ -24,8 +24,8 @@ def fail(message: str, status: int = 1) -> None:
 
 
 def require_current_schema() -> None:
-    from app import schema
-    from app.db import get_engine
+    from app.core import schema
+    from app.core.db import get_engine
 
     try:
         schema.check_current(get_engine())

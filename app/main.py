@@ -26,13 +26,14 @@ from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from app import browse, login, schema
-from app.admin import audit_log, export_page, import_jobs
+from app.admin import import_jobs
 from app.admin import router as admin
 from app.api import router as api_v1
-from app.auth import Login, Viewer, check_login, current_admin, login_of
-from app.config import get_settings, session_secret
-from app.db import (
+from app.auth import router as login
+from app.auth.sessions import Login, Viewer, check_login, current_admin, login_of
+from app.core import health, schema
+from app.core.config import get_settings, session_secret
+from app.core.db import (
     DATABASE_AWAY,
     RETRY_AFTER_S,
     dispose_engines,
@@ -41,15 +42,15 @@ from app.db import (
     in_database_thread,
     is_database_away,
 )
-from app.inputs import json_safe
-from app.labeling import router as labeling
-from app.security import (
+from app.core.middleware import (
     SECURITY_HEADERS,
     BodySizeLimit,
     CookielessApi,
     SecurityHeaders,
     UntrustedForwarding,
 )
+from app.inputs import json_safe
+from app.labeling import router as labeling
 from app.templating import make_templates, render, wants_fragment
 
 logger = logging.getLogger("steplabel")
@@ -312,16 +313,13 @@ def create_app() -> FastAPI:
     app.add_exception_handler(Exception, server_error)
     app.include_router(login.router)
     app.include_router(labeling.router)
-    app.include_router(browse.router)
-    app.include_router(browse.admin)
+    app.include_router(health.router)
     app.include_router(admin.pages)
     app.include_router(admin.api)
-    app.include_router(export_page.router)
     app.include_router(openapi_schema)
     app.include_router(api_v1.router)
     app.include_router(icon)
-    app.include_router(audit_log.audit_pages)
-    app.include_router(browse.readiness)
+    app.include_router(health.readiness)
     return app
 
 

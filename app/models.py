@@ -108,7 +108,7 @@ class User(Base):
 
 
 class TokenScope(enum.StrEnum):
-    """What an API token may do; its user's role still bounds it (app/tokens.py)."""
+    """What an API token may do; its user's role still bounds it (app/auth/tokens.py)."""
 
     IMPORT = "import"
     EXPORT = "export"
@@ -515,7 +515,7 @@ class ProjectSetting(Base):
 
 class LoginThrottle(Base):
     """Recent login attempts counted against one account (``address`` empty), one address
-    (``name`` empty), or one account from one address; see app/throttle.py."""
+    (``name`` empty), or one account from one address; see app/auth/throttle.py."""
 
     __tablename__ = "login_throttles"
 

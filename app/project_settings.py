@@ -7,7 +7,7 @@ from pydantic import TypeAdapter
 from sqlalchemy import Connection, select
 from sqlalchemy.orm import Session
 
-from app.config import Settings
+from app.core.config import Settings
 from app.models import PROJECT_SETTINGS, ProjectSetting
 
 RUNTIME_KEYS = ("overlap", "qc_rate", "screening_threshold", "qc_min_answers")

@@ -53,9 +53,9 @@ def tokens_create(
     ] = None,
 ) -> None:
     """Make an API token; it is printed once, alone on the last line, and kept only hashed."""
-    from app import tokens
-    from app.db import transaction
-    from app.users import user_by_name
+    from app.auth import tokens
+    from app.auth.users import user_by_name
+    from app.core.db import transaction
 
     _require_current_schema()
     try:
@@ -74,8 +74,8 @@ def tokens_create(
 @tokens_cli.command("list")
 def tokens_list() -> None:
     """List tokens: id, name, user, scopes, state, created, expires, last used."""
-    from app import tokens
-    from app.db import transaction
+    from app.auth import tokens
+    from app.core.db import transaction
 
     _require_current_schema()
     with transaction() as session:
@@ -99,8 +99,8 @@ def tokens_revoke(
     token_id: Annotated[int, typer.Argument(help="The id `tokens list` shows.")],
 ) -> None:
     """Revoke a token: refused from its next request on."""
-    from app import tokens
-    from app.db import transaction
+    from app.auth import tokens
+    from app.core.db import transaction
 
     _require_current_schema()
     try:

@@ -12,8 +12,8 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
 from app.answers import split_answer_section
-from app.auth import csrf_token
-from app.config import get_settings
+from app.core.config import get_settings
+from app.core.csrf import csrf_token
 from app.models import UNNUMBERED_GENERATION
 
 _ASY_BLOCK = re.compile(r"\[asy\](.*?)\[/asy\]", re.DOTALL)

@@ -115,8 +115,8 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from app.config import STRATEGIES, Strategy, get_settings
 from app.content_keys import normalized_problem
+from app.core.config import STRATEGIES, Strategy, get_settings
 from app.estimates import RESAMPLES, Statistic, percentile_interval, split_units
 from app.models import FinishReason
 from app.pool_shape import strategy_for_pool

@@ -38,12 +38,13 @@ from pathlib import Path
 import httpx
 from sqlalchemy.orm import Session
 
-from app import schema, tokens
+from app.auth import tokens
+from app.auth.users import create_user
+from app.core import schema
+from app.core.db import make_engine, transaction
 from app.datasets.importing import import_prm800k
 from app.datasets.reading import read_files
-from app.db import make_engine, transaction
 from app.models import Role
-from app.users import create_user
 from bench.export_import import DEFAULT_POSTGRES_URL, fresh_database, write_synthetic
 
 ROOT = Path(__file__).resolve().parent.parent

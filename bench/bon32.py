@@ -236,7 +236,7 @@ def _problems(solutions: list[Bon32Solution], count: int | None) -> list[Bon32So
 
 def grades_file(data: Path) -> Path:
     """Where the verdicts are kept: beside the feature cache's default folder, outside git."""
-    from app.config import get_settings
+    from app.core.config import get_settings
 
     del data  # one file per checkout: the data folder is read-only
     return get_settings().checkpoint_dir / "bon32-grades.json"

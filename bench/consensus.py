@@ -55,8 +55,8 @@ from typing import Any
 
 import numpy as np
 
-from app.config import get_settings
 from app.consensus.rule import Status, Vote, consensus
+from app.core.config import get_settings
 from app.estimates import percentile_interval
 from app.models import FinishReason
 from bench.active_learning import (

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
-from app import schema
 from app.admin.throughput import DEFAULT_WINDOW, WINDOWS
-from app.config import get_settings
-from app.db import dispose_engines, make_engine
+from app.core import schema
+from app.core.config import get_settings
+from app.core.db import dispose_engines, make_engine
 from app.main import create_app
 from bench.databases import fresh_postgres_database
 from bench.synthetic_project import ProjectShape, fill_project

@@ -37,12 +37,12 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from app import schema
-from app.auth import Login
-from app.config import Settings
+from app.auth.sessions import Login
+from app.core import schema
+from app.core.config import Settings
+from app.core.db import make_engine, transaction
 from app.datasets import demo
 from app.datasets.demo_seed import DEMO_PROBLEMS, QUEUED_PER_PROBLEM, seed
-from app.db import make_engine, transaction
 from app.grading import grade_solutions
 from app.labeling import repository
 from app.labeling.service import next_lease, queue_rules, submit_label

@@ -22,12 +22,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from app import schema
+from app.core import schema
+from app.core.db import make_engine, transaction
 from app.datasets.bulk import paused_gc
 from app.datasets.export import ExportFilter, write_export
 from app.datasets.importing import import_prm800k
 from app.datasets.reading import batched, read_files
-from app.db import make_engine, transaction
 from bench.databases import fresh_postgres_database
 from bench.synthetic_prm800k import synthetic_lines
 

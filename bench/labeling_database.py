@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
-from app import schema
-from app.auth import Login
-from app.config import get_settings
-from app.db import dispose_engines, make_engine
+from app.auth.sessions import Login
+from app.core import schema
+from app.core.config import get_settings
+from app.core.db import dispose_engines, make_engine
 from app.labeling.service import submit, take_next_task
 from app.labeling.submission import SubmissionInput
 from bench.databases import fresh_postgres_database

@@ -35,8 +35,8 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from app import schema
-from app.db import make_engine
+from app.core import schema
+from app.core.db import make_engine
 from app.models import utc_now
 from bench.databases import fresh_postgres_database
 from bench.labeling_client import measure

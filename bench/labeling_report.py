@@ -9,7 +9,7 @@ from datetime import datetime
 
 from sqlalchemy import text
 
-from app.db import make_engine
+from app.core.db import make_engine
 from bench.labeling_client import Recorder
 
 TARGET_SUBMISSIONS_PER_S = 300.0

@@ -17,12 +17,12 @@ from pathlib import Path
 import httpx
 from sqlalchemy import Engine, insert, text
 
+from app.auth.users import hash_password
 from app.content_keys import content_key
+from app.core.db import transaction
 from app.datasets.importing import import_prm800k
 from app.datasets.reading import read_files
-from app.db import transaction
 from app.models import Problem, QueueState, Role, Solution, User
-from app.users import hash_password
 from bench.synthetic_prm800k import synthetic_lines
 
 ROOT = Path(__file__).resolve().parent.parent

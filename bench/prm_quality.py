@@ -73,8 +73,8 @@ from typing import Any
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from app.config import get_settings
 from app.content_keys import normalized_problem
+from app.core.config import get_settings
 from app.estimates import RESAMPLES, percentile_interval, resample, split_units
 from bench.prmbench import prmbench_without
 from worker import evaluate, phase1

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.config import get_settings
+from app.core.config import get_settings
 from bench.prm_quality import SHARED_DATA
 from worker import phase1
 from worker.features import cache_for

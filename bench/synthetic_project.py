@@ -24,8 +24,8 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import make_url
 
+from app.auth.users import hash_password
 from app.models import utc_now
-from app.users import hash_password
 
 SECONDS_BETWEEN_LABELS = (1, 40)
 HOURS_BEFORE_NOW = 3

@@ -66,7 +66,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from app.config import get_settings
+from app.core.config import get_settings
 from bench.prm_quality import (
     CALIBRATION_SHARE,
     FULL,

@@ -5,8 +5,8 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import Connection
 
-from app.config import get_settings
-from app.db import make_engine
+from app.core.config import get_settings
+from app.core.db import make_engine
 from app.models import Base
 
 config = context.config

@@ -25,7 +25,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from app import project_settings, schema
+from app import project_settings
+from app.core import schema
 
 POSTGRES_SERVER_URL = os.environ.get(
     "STEPLABEL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -254,11 +255,11 @@ def database_url(
     app): the test process's own, emptied again after the test."""
     url = database_factory.own_url()
     monkeypatch.setenv("STEPLABEL_DATABASE_URL", url)
-    from app.config import get_settings
+    from app.core.config import get_settings
 
     get_settings.cache_clear()
     yield url
-    from app import db
+    from app.core import db
 
     db.dispose_engines()
     # The runtime settings are cached by database URL, which the next test shares.
@@ -268,7 +269,7 @@ def database_url(
 
 @pytest.fixture
 def engine(database_url: str) -> Iterator[Engine]:
-    from app import db
+    from app.core import db
 
     engine = db.get_engine(database_url)
     yield engine
@@ -295,7 +296,7 @@ def shared_data() -> Path:
 
 @pytest.fixture(autouse=True)
 def _fresh_settings() -> Iterator[None]:
-    from app.config import get_settings
+    from app.core.config import get_settings
 
     get_settings.cache_clear()
     yield

@@ -10,7 +10,8 @@ from typing import Any
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session, object_session
 
-from app.auth import Login
+from app.auth.sessions import Login
+from app.auth.users import hash_password
 from app.labeling import repository, service
 from app.labeling.queue import QueueRules
 from app.labeling.repository import Lease, LeasedTask
@@ -26,7 +27,6 @@ from app.models import (
     User,
     utc_now,
 )
-from app.users import hash_password
 
 LABELER_A = "e90a38f3-3135-4465-87af-3e6322e3d772"
 LABELER_B = "cc88bf76-df08-4041-be67-3464279cb3b1"

@@ -30,8 +30,8 @@ from schemathesis.schemas import APIOperation
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app import tokens, users
-from app.auth import CSRF_FIELD, CSRF_HEADER
+from app.auth import tokens, users
+from app.core.csrf import CSRF_FIELD, CSRF_HEADER
 from app.main import create_app
 from app.models import Role
 from tests.conftest import DatabaseFactory

@@ -12,11 +12,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session
 
-from app import browse
-from app.db import RETRY_AFTER_S, dispose_engines, transaction
+from app.admin import data as browse
+from app.core.db import RETRY_AFTER_S, dispose_engines, transaction
+from app.core.schema import SchemaOutOfDate
 from app.main import create_app
 from app.models import Label, LabelStep, Problem, Solution, StepCompletion, User
-from app.schema import SchemaOutOfDate
 from tests.web import admin_client, csrf_from
 
 SCRIPT_PROBLEM = "Is <script>alert(1)</script> a formula? Compute $\\frac{1}{2} + x$."

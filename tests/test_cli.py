@@ -14,12 +14,12 @@ from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
 from app import prm800k
+from app.auth.users import verify_password
 from app.cli import GENERATION_BOUNDS, RoleName, cli
 from app.columns import integer_bounds
-from app.config import get_settings
+from app.core.config import get_settings
 from app.datasets import importing
 from app.models import SOLUTIONS, Label, LabelStep, Problem, Role, Solution, StepCompletion, User
-from app.users import verify_password
 from tests import factories
 
 runner = CliRunner()
@@ -38,7 +38,7 @@ HEAVY = {
     "transformers",
 }
 """What `steplabel --help` took 0.8 s to load (SQLAlchemy's ORM and the models, FastAPI
-through app.db, pydantic-settings, numpy); without them it takes about 0.1 s."""
+through app.core.db, pydantic-settings, numpy); without them it takes about 0.1 s."""
 
 
 def test_help_loads_none_of_the_heavy_modules() -> None:

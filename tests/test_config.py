@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from app.config import SettingsError, get_settings, session_secret
+from app.core.config import SettingsError, get_settings, session_secret
 from app.main import create_app
 
 

@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from app.db import make_engine, transaction
+from app.core.db import make_engine, transaction
 from app.models import User
 from tests.conftest import DatabaseFactory
 from tests.factories import make_user

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select
 
-from app.db import RETRY_AFTER_S, make_engine
+from app.core.db import RETRY_AFTER_S, make_engine
 from app.models import Label
 from bench.labeling_setup import create_labelers, create_queue
 from tests.browser.live import running_server

@@ -3,7 +3,7 @@
 import pytest
 from sqlalchemy import text
 
-from app import db
+from app.core import db
 from tests.conftest import DatabaseFactory
 
 

@@ -8,7 +8,7 @@ from alembic.script import ScriptDirectory
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
-from app import schema
+from app.core import schema
 from app.main import create_app
 
 ROOT = Path(__file__).resolve().parent.parent

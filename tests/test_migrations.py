@@ -5,8 +5,8 @@ from alembic.migration import MigrationContext
 from sqlalchemy import func, inspect, select
 from sqlalchemy.orm import Session
 
-from app import schema
-from app.db import make_engine
+from app.core import schema
+from app.core.db import make_engine
 from app.models import Base, Label, TaskStyle
 from tests.factories import make_label, make_solution, make_user
 

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from app.config import SettingsError, get_settings
+from app.core.config import SettingsError, get_settings
 from app.main import create_app
 from app.models import LoginThrottle, Role
 from tests.web import add_user, csrf_from, log_in

@@ -8,9 +8,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from app.auth.users import reset_password
 from app.main import create_app
 from app.models import Role
-from app.users import reset_password
 from tests.web import add_user, log_in
 
 COOKIE = "steplabel_session"

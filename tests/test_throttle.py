@@ -14,12 +14,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app import auth
-from app.auth import LoginThrottled, authenticate
-from app.db import transaction
-from app.main import create_app
-from app.models import utc_now
-from app.throttle import (
+from app.auth import sessions as auth
+from app.auth.sessions import LoginThrottled, authenticate
+from app.auth.throttle import (
     FIRST_DELAY,
     FREE_FROM_ONE_ADDRESS,
     FREE_PER_ACCOUNT,
@@ -27,7 +24,10 @@ from app.throttle import (
     MAX_DELAY,
     delay_after,
 )
-from app.users import reset_password
+from app.auth.users import reset_password
+from app.core.db import transaction
+from app.main import create_app
+from app.models import utc_now
 from tests.factories import PASSWORD
 from tests.web import add_user, csrf_from, log_in
 

@@ -4,9 +4,9 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
+from app.auth.users import verify_password
 from app.cli import cli
 from app.models import User
-from app.users import verify_password
 
 runner = CliRunner()
 

@@ -23,10 +23,10 @@ from types import FrameType
 
 from sqlalchemy import Engine
 
-from app.config import Settings, SettingsError, get_settings
-from app.db import first_line, get_engine, is_database_away
+from app.core.config import Settings, SettingsError, get_settings
+from app.core.db import first_line, get_engine, is_database_away
+from app.core.schema import SchemaOutOfDate, check_current
 from app.models import RunStatus
-from app.schema import SchemaOutOfDate, check_current
 from worker import distributed
 from worker.cycle import RunOutcome, check_settings, run_one
 from worker.distributed import RankFailed, Ranks

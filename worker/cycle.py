@@ -38,8 +38,8 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from app.config import Settings
-from app.db import first_line, is_database_away, transaction
+from app.core.config import Settings
+from app.core.db import first_line, is_database_away, transaction
 from app.grading import answer_groups, grade_solutions
 from app.models import RunStatus, TrainingRun
 from app.pool_shape import chosen_strategy, per_problem

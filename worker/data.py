@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.config import Settings
+from app.core.config import Settings
 from app.datasets.export import ExportFilter, consensus_records, solution_records
 from app.models import FinishReason
 from worker import repository

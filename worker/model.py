@@ -46,7 +46,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from app.config import (
+from app.core.config import (
     BackboneDepth,
     BatchSize,
     Epochs,
@@ -98,7 +98,7 @@ Mode = Literal["full", "head", "lora"]
 class TrainingArgs:
     """Every knob of a training run; saved beside each checkpoint as training_args.json.
 
-    The knobs a setting sets have that setting's bound (the types from app/config.py); a
+    The knobs a setting sets have that setting's bound (the types from app/core/config.py); a
     bad value raises ValueError (pydantic's ValidationError) naming the argument."""
 
     base_model: str = TINY

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.admin.prm import pool_status
 from app.admin.progress import queue_by_generation
-from app.config import Settings
+from app.core.config import Settings
 from app.models import Generation, Label, Problem, QueueState, Solution, TrainingRun
 from app.project_settings import runtime_settings
 from app.quality.questions import add_quality_control_to_generation

@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import ColumnElement, func, select, text, update
 from sqlalchemy.orm import Session
 
-from app.config import Settings
+from app.core.config import Settings
+from app.core.statements import rows_changed
 from app.models import Label, RunStatus, TrainingRun, utc_now
-from app.statements import rows_changed
 
 STALE_AFTER = timedelta(minutes=10)
 """A running run whose worker has not beaten for this long is taken for dead. A worker

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.config import STRATEGIES, Strategy
+from app.core.config import STRATEGIES, Strategy
 
 
 def as_strategy(name: str) -> Strategy:

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.config import Settings
 from app.content_keys import normalized_problem
+from app.core.config import Settings
 from worker.train import Example, split_by_problem
 
 SCHEME = "problem-hash/1"

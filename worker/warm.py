@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 from sqlalchemy import Engine
 
-from app.config import Settings
-from app.db import transaction
+from app.core.config import Settings
+from app.core.db import transaction
 from worker import repository
 from worker.cycle import feature_cache, training_args_from
 from worker.eval_sets import file_sets

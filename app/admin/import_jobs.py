@@ -42,8 +42,8 @@ from app.admin.imports import (
     import_upload,
     upload_name,
 )
+from app.core.db import get_engine, is_sqlite, transaction
 from app.datasets.reading import count_lines
-from app.db import get_engine, is_sqlite, transaction
 from app.models import ImportJob, JobStatus, User, utc_now
 from app.progress import Progress
 

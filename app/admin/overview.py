@@ -11,7 +11,7 @@ from app.admin.agreement.metrics import AgreementSummary
 from app.admin.agreement.views import overall_agreement
 from app.admin.prm import Pool, RunSummary, pool_status, summarize
 from app.admin.throughput import WINDOWS, throughput
-from app.config import Settings
+from app.core.config import Settings
 from app.figures import by_labelers
 from app.models import Assignment, GoldLabel, Label, QueueState, Role, Solution, User, utc_now
 from app.quality.scoring import combined, labeler_quality

@@ -1,5 +1,5 @@
 """The users page: every account with its work so far and, for labelers, how they did on
-screening and quality control. Changes to accounts go through app/users.py."""
+screening and quality control. Changes to accounts go through app/auth/users.py."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app import users
+from app.auth import users
 from app.models import Label, Role, User
 from app.quality.scoring import LabelerQuality, labeler_quality
 

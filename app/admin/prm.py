@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from app import estimates
 from app.admin.charts import Series
-from app.config import Settings
+from app.core.config import Settings
 from app.figures import share
 from app.models import (
     Generation,

@@ -12,10 +12,10 @@ from fastapi import Depends, HTTPException
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app import tokens
-from app.db import transaction
+from app.auth import tokens
+from app.auth.tokens import TokenHolder
+from app.core.db import transaction
 from app.models import Role, TokenScope
-from app.tokens import TokenHolder
 
 bearer = HTTPBearer(
     auto_error=False,

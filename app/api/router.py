@@ -12,9 +12,9 @@ from app.admin.imports import UploadOptions
 from app.api import push
 from app.api.auth import Exporter, Holder, Importer, JobReader
 from app.api.schemas import ImportJobOut, Me
-from app.config import get_settings
+from app.core.config import get_settings
+from app.core.db import DbSession, transaction
 from app.datasets import pull
-from app.db import DbSession, transaction
 from app.inputs import DbId, GenerationNumber
 from app.models import ImportJob
 from app.pull_options import PullOptions

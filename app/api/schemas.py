@@ -5,8 +5,8 @@ from datetime import datetime
 from pydantic import BaseModel
 
 from app.api.push import line_error
+from app.auth.tokens import TokenHolder
 from app.models import ImportJob
-from app.tokens import TokenHolder
 
 
 class Me(BaseModel):

@@ -56,7 +56,7 @@ def insert_rows_returning_ids(
         ids = list(session.execute(_NEXT_IDS, {"table": table.name, "n": len(rows)}).scalars())
         _copy(session, table, _with_ids(rows, ids))
         return ids
-    # The transaction holds SQLite's write lock from its start (app/db.py), so no one else
+    # The transaction holds SQLite's write lock from its start (app/core/db.py), so no one else
     # can take these ids; numbering here spares RETURNING's row-by-row inserts.
     start = session.scalar(select(func.max(table.c.id))) or 0
     ids = list(range(start + 1, start + 1 + len(rows)))

@@ -20,12 +20,12 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app import prm800k
+from app.auth.users import create_user, new_password
 from app.datasets import demo
 from app.datasets.importing import import_prm800k, import_problems, import_solutions
 from app.datasets.reading import SourceLine
 from app.models import Label, QueueState, Role, Solution, User, utc_now
 from app.quality.questions import mark_quality_control
-from app.users import create_user, new_password
 
 POOL_SEED = 1
 DEMO_USERS = (("admin", Role.ADMIN), ("alice", Role.LABELER), ("bob", Role.LABELER))

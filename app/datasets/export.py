@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 from app import prm800k
 from app.consensus import service as consensus
 from app.consensus.rule import Consensus, Method, Status
+from app.core.db import transaction
 from app.datasets.cursor import PullWindow
-from app.db import transaction
 from app.models import Label, LabelStep, Problem, Solution, StepCompletion, TaskStyle, User
 from app.progress import Progress
 

@@ -19,8 +19,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, and_, case, func, select
 from sqlalchemy.orm import Session, aliased, selectinload
 
+from app.core.statements import AnyRow
 from app.models import FinishReason, GoldLabel, Label, LabelStep, Problem, StepCompletion
-from app.statements import AnyRow
 
 PAGE_SIZE = 25
 FINISHED = (FinishReason.FOUND_ERROR.value, FinishReason.SOLUTION.value)

@@ -16,7 +16,7 @@ Rules, in order:
 Each regular assignment takes a numbered slot below the solution's overlap, and (solution,
 slot) is unique, so no database, under any concurrency, hands out more than the overlap.
 On Postgres, candidate rows are locked with SKIP LOCKED so concurrent requests spread out
-instead of colliding; on SQLite, write transactions are serialized (app/db.py).
+instead of colliding; on SQLite, write transactions are serialized (app/core/db.py).
 
 Every labeler asks for a task after every submit: a new task usually costs three
 statements, the current lease, the head of the queue, the insert (on Postgres two: the head

@@ -46,7 +46,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from app.auth import LOGIN_COLUMNS, LOGIN_USER
+from app.auth.sessions import LOGIN_COLUMNS, LOGIN_USER
 from app.models import (
     ASSIGNMENTS,
     GENERATION_QUALITY_CONTROL,
@@ -790,7 +790,7 @@ def _recordset(parameter: str, table: Table, names: Sequence[str]) -> str:
 
 # The same writes in one statement, made from the same columns: one round trip instead of
 # five, which on a busy server costs more than the writes (each wakes the database and the
-# worker thread). The statement stands alone, with no transaction around it (app/db.py,
+# worker thread). The statement stands alone, with no transaction around it (app/core/db.py,
 # core_autocommit): it locks the assignment and writes only while the assignment is this
 # labeler's and open, so a label is stored with its assignment completed, or not at all.
 # The solution's row, which a task with a slot counts its label in, is locked before the

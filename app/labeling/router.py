@@ -2,14 +2,14 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, Response
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi.responses import HTMLResponse, JSONResponse
 
-from app import audit
-from app.auth import CurrentAdmin, CurrentUser, LoggedIn, check_csrf
-from app.config import get_settings
-from app.db import DbSession, in_database_thread
-from app.inputs import DbId, PageNumber, StrictJsonRoute, Text
+from app.auth.sessions import CurrentUser, LoggedIn
+from app.core.config import get_settings
+from app.core.csrf import check_csrf
+from app.core.db import DbSession, in_database_thread
+from app.inputs import DbId, PageNumber, StrictJsonRoute
 from app.labeling import history, service
 from app.labeling.submission import (
     HUMAN_STEP_MAX_CHARS,
@@ -107,29 +107,3 @@ def my_answer_page(
 @router.get("/guidelines", response_class=HTMLResponse)
 def guidelines(request: Request, user: CurrentUser, session: DbSession) -> HTMLResponse:
     return render(request, "guidelines.html", {"guidelines": service.guidelines(session)})
-
-
-@router.get("/admin/guidelines", response_class=HTMLResponse)
-def edit_guidelines(request: Request, admin: CurrentAdmin, session: DbSession) -> HTMLResponse:
-    context = {"guidelines": service.guidelines(session), "max_chars": GUIDELINES_MAX_CHARS}
-    return render(request, "guidelines_edit.html", context)
-
-
-GUIDELINES_MAX_CHARS = 100_000
-"""At most 400 kB in UTF-8: the form can never reach the 1 MiB body limit, whose refusal
-would lose what the admin typed."""
-
-
-@router.post("/admin/guidelines", response_model=None)
-def save_guidelines(
-    admin: CurrentAdmin,
-    session: DbSession,
-    text: Annotated[Text, Form(max_length=GUIDELINES_MAX_CHARS)],
-) -> RedirectResponse:
-    before = service.guidelines(session)
-    service.save_guidelines(session, text)
-    if text != before:
-        audit.record(
-            session, admin, "guidelines.edit", "guidelines", {"text": before}, {"text": text}
-        )
-    return RedirectResponse("/guidelines", status_code=303)

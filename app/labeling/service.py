@@ -17,9 +17,9 @@ from fastapi import HTTPException
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
-from app.auth import Login, Viewer, check_login, viewer_of
-from app.config import Settings, get_settings
-from app.db import core_autocommit, retried_once_on_conflict
+from app.auth.sessions import Login, Viewer, check_login, viewer_of
+from app.core.config import Settings, get_settings
+from app.core.db import core_autocommit, retried_once_on_conflict
 from app.labeling import repository
 from app.labeling.queue import QueueRules, assign_new, extend_lease, resume
 from app.labeling.repository import Lease

@@ -13,10 +13,11 @@ from sqlalchemy.exc import StatementError
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
-from app import audit, users
+from app import audit
+from app.auth import users
 from app.cli import cli
-from app.config import get_settings
-from app.db import transaction
+from app.core.config import get_settings
+from app.core.db import transaction
 from app.models import AuditEntry, GoldLabel, Role, Solution, TrainingRun, User
 from app.project_settings import RUNTIME_KEYS
 from tests.admin.conftest import Admin

@@ -6,7 +6,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from app.config import get_settings
+from app.core.config import get_settings
 from app.main import create_app
 from app.models import GoldLabel, ProjectSetting, RunStatus, Solution, TrainingRun, User
 from app.project_settings import runtime_settings

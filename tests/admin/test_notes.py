@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from app.admin.notes import iter_notes, notes_page
 from app.cli import cli
+from app.core.db import transaction
 from app.datasets.export import ExportFilter
-from app.db import transaction
 from app.models import User
 from tests.admin.conftest import HTMX, Admin
 from tests.factories import make_label, make_solution, make_user

@@ -6,10 +6,10 @@ from sqlalchemy.orm import Session
 
 from app.admin.overview import overview
 from app.admin.throughput import WINDOWS, throughput
-from app.config import Settings
+from app.auth.users import deactivate
+from app.core.config import Settings
 from app.models import Assignment, QueueState, Role, RunStatus, TrainingRun
 from app.quality.questions import mark_quality_control
-from app.users import deactivate
 from tests.factories import make_label, make_solution, make_user
 
 NOW = datetime(2026, 5, 4, 9, 15)

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.admin.progress import progress
 from app.admin.throughput import WINDOWS, throughput
-from app.db import transaction
+from app.core.db import transaction
 from app.models import Generation, RunStatus, TrainingRun, User, utc_now
 from app.quality.questions import mark_quality_control
 from app.quality.scoring import labeler_quality

@@ -19,8 +19,8 @@ from app.admin.prm import (
     prm_status,
     run_charts,
 )
-from app.config import Settings, get_settings
-from app.db import transaction
+from app.core.config import Settings, get_settings
+from app.core.db import transaction
 from app.models import Generation, Problem, QueueState, RunStatus, Solution, TrainingRun
 from app.pool_shape import BY_POOL_SHAPE, strategy_for_pool
 from app.run_metrics import Figure, RunMetrics

@@ -7,8 +7,8 @@ import pytest
 from sqlalchemy.orm import Session
 
 from app.admin.throughput import WINDOWS, throughput, window_start
+from app.auth.users import deactivate
 from app.models import Role
-from app.users import deactivate
 from tests.factories import make_label, make_solution, make_user
 
 NOW = datetime(2026, 5, 4, 12, 30, 15)

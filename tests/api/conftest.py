@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app import tokens
+from app.auth import tokens
 from app.main import create_app
 from app.models import Role, TokenScope, User
 from tests.factories import make_user

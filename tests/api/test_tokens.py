@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select, text, update
 from sqlalchemy.orm import Session
 
-from app import tokens, users
+from app.auth import tokens, users
 from app.models import ApiToken, Role, TokenScope, utc_now
 from tests.api.conftest import ALL_SCOPES, issue, wait_for_job
 from tests.factories import make_user

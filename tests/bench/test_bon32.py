@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from app.config import get_settings
+from app.core.config import get_settings
 from app.pool_shape import strategy_for_pool
 from bench.active_learning import (
     Data,

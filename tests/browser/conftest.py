@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, Response, expect, sync_playwright
 
-from app.db import make_engine
+from app.core.db import make_engine
 from tests.browser.live import SUBMIT_PATH, Labeler, LiveApp, add_labeler, running_server
 from tests.conftest import DatabaseFactory
 

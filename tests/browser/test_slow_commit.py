@@ -3,7 +3,7 @@
 The page submits as soon as the labeler has pressed the keys, and asks for the next task as
 soon as the server answers the submit. Each request must see what the one before it did,
 however long a commit takes: the server commits before it answers (``DbSession`` in
-app/db.py). On Postgres, a server that answered first would refuse the submit (no such
+app/core/db.py). On Postgres, a server that answered first would refuse the submit (no such
 task yet) and serve the submitted task again as the next one.
 """
 

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.config import get_settings
+from app.core.config import get_settings
 from app.models import Role, Solution, User
 from tests import factories
 from tests.conftest import DatabaseFactory

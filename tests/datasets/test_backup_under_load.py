@@ -17,9 +17,9 @@ from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.config import get_settings
+from app.core.config import get_settings
+from app.core.db import make_engine
 from app.datasets.export import ExportFilter, write_export
-from app.db import make_engine
 from app.models import Label, User
 from bench.labeling_setup import create_labelers, create_queue
 from tests.browser.live import running_server

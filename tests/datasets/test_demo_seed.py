@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from app import prm800k
 from app.admin.prm import pool_status
-from app.config import Settings
+from app.core.config import Settings
 from app.datasets.demo import demo_problems, demo_slips
 from app.datasets.demo_seed import (
     ALTERNATIVE_TASKS,

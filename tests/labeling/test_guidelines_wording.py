@@ -4,8 +4,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import schema
-from app.db import make_engine
+from app.core import schema
+from app.core.db import make_engine
 from app.labeling.service import DEFAULT_GUIDELINES, GUIDELINES_KEY
 from app.models import ProjectSetting
 from tests.conftest import DatabaseFactory

@@ -11,12 +11,12 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from app.db import retried_once_on_conflict
+from app.auth.users import deactivate, reset_password
+from app.core.db import retried_once_on_conflict
 from app.labeling import repository
 from app.main import create_app
 from app.models import SCREENING_GENERATION, Label, Role
 from app.templating import math_text, step_text
-from app.users import deactivate, reset_password
 from tests.factories import PASSWORD, make_solution
 from tests.web import add_user, csrf_from, log_in
 
@@ -280,7 +280,7 @@ def test_the_labeling_requests_end_a_login_that_ended(
 def test_session_cookie_flags(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     add_user(engine, "alice")
     monkeypatch.setenv("STEPLABEL_SECURE_COOKIES", "true")
-    from app.config import get_settings
+    from app.core.config import get_settings
 
     get_settings.cache_clear()
     with TestClient(create_app(), base_url="https://testserver") as client:

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
-from app import auth
-from app.db import core_autocommit, transaction
+from app.auth import sessions as auth
+from app.core.db import core_autocommit, transaction
 from app.labeling import repository, service, submission
 from app.labeling.submission import SubmissionInput
 from app.models import Assignment, Label, Solution, User

@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from app.config import Settings
+from app.core.config import Settings
+from app.core.db import transaction
 from app.datasets.demo_seed import DEMO_PROBLEMS, QUALITY_CONTROL_QUESTIONS, seed
-from app.db import transaction
 from app.labeling import service
 from app.labeling.submission import SubmissionInput
 from app.models import (

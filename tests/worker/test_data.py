@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from app.config import Settings
+from app.core.config import Settings
 from app.datasets.importing import import_prm800k
 from app.datasets.reading import read_jsonl
 from app.models import Generation, RunStatus, TrainingRun

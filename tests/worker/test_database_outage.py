@@ -14,8 +14,8 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from app import training
-from app.config import Settings
-from app.db import make_engine, transaction
+from app.core.config import Settings
+from app.core.db import make_engine, transaction
 from app.models import RunStatus, TrainingRun
 from tests.outage import block_database, database_away, unblock_database
 from tests.worker.test_cycle import TEST_WORKER

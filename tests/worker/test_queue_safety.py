@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from app.config import Settings
+from app.core.config import Settings
+from app.core.db import transaction
 from app.datasets.demo_seed import seed
-from app.db import transaction
 from app.grading import grade_solutions
 from app.models import RunStatus, Solution, TrainingRun
 from tests.worker.test_cycle import TEST_WORKER, label_queued

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.config import Settings
+from app.core.config import Settings
 from app.models import Label, RunStatus, TrainingRun
 from app.training import request_run
 from tests.factories import make_solution, make_user

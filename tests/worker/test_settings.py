@@ -6,7 +6,7 @@ from typing import get_args
 import pytest
 from pydantic import ValidationError
 
-from app.config import Settings
+from app.core.config import Settings
 from app.pool_shape import BY_POOL_SHAPE
 from worker.cycle import check_settings, training_args_from
 from worker.model import TrainingArgs
@@ -75,7 +75,7 @@ def test_disagreement_needs_a_head_of_several_members(
         check_settings(lone)
     check_settings(lone.model_copy(update={"train_head_members": 2}))
 
-    from app.config import get_settings
+    from app.core.config import get_settings
     from worker.__main__ import main
 
     monkeypatch.setenv("STEPLABEL_PRM_BASE_MODEL", "tiny")
@@ -94,7 +94,7 @@ def test_help_needs_no_settings(
 ) -> None:
     """--help (or a wrong word) is answered before the settings are read: a bad setting
     does not hide how to use the command."""
-    from app.config import get_settings
+    from app.core.config import get_settings
     from worker.__main__ import main
 
     monkeypatch.setenv("STEPLABEL_WORKER_POLL_SECONDS", "0")
@@ -129,7 +129,7 @@ OUT_OF_BOUNDS = {
 
 @pytest.mark.parametrize(("argument", "value"), OUT_OF_BOUNDS.items())
 def test_a_training_setting_and_its_argument_share_one_bound(argument: str, value: float) -> None:
-    """Settings refuses what TrainingArgs would: both are declared with app/config.py's
+    """Settings refuses what TrainingArgs would: both are declared with app/core/config.py's
     bound types, so the worker never meets a setting it cannot train with."""
     with pytest.raises(ValidationError, match=f"train_{argument}"):
         Settings(**{f"train_{argument}": value})

@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from app.config import Settings
+from app.core.config import Settings
 from worker.assess import EvalSets
 from worker.split import (
     LabelExamples,

@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
+from app.core.db import transaction
 from app.datasets.demo_seed import seed
-from app.db import transaction
 from app.models import Generation, Label, Problem, RunStatus, Solution, TrainingRun
 from app.training import request_run
 from tests.worker.failing_rank import FAILURE

@@ -4,9 +4,9 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from app.config import Settings
+from app.core.config import Settings
+from app.core.db import transaction
 from app.datasets.demo_seed import seed
-from app.db import transaction
 from worker.cycle import feature_cache, training_args_from
 from worker.train import setup
 from worker.warm import evaluation_items, pool_items, warm_feature_cache

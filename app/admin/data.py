@@ -1,26 +1,14 @@
-"""The admins' data pages: totals, a paged table of problems, one problem's solutions."""
+"""The Data screen's figures: totals, a paged table of problems, one problem's solutions."""
 
 import math
 from dataclasses import dataclass
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse
-from sqlalchemy import ScalarSelect, func, select, text
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import ScalarSelect, func, select
 from sqlalchemy.orm import Session, selectinload
 
-from app.auth import current_admin
-from app.db import RETRY_AFTER_S, DbSession, get_engine
-from app.inputs import DbId, PageNumber
 from app.models import Base, Label, Problem, Solution, StepCompletion, User
-from app.templating import render, wants_fragment
 
 PROBLEMS_PER_PAGE = 25
-
-# The data overview is for admins; /healthz stays open for load balancers.
-router = APIRouter()
-admin = APIRouter(dependencies=[Depends(current_admin)])
 
 
 @dataclass(frozen=True)
@@ -141,56 +129,3 @@ def problem_detail(session: Session, problem_id: int) -> ProblemDetail | None:
             solution_id: count for solution_id, count in label_counts if solution_id is not None
         },
     )
-
-
-def existing_problem(problem_id: DbId, session: DbSession) -> ProblemDetail:
-    """Dependency: the problem named in the path, or 404."""
-    detail = problem_detail(session, problem_id)
-    if detail is None:
-        raise HTTPException(status_code=404, detail=f"There is no problem {problem_id}.")
-    return detail
-
-
-@admin.get("/admin/data", response_class=HTMLResponse)
-def index(
-    request: Request, session: DbSession, page: Annotated[PageNumber, Query()] = 1
-) -> HTMLResponse:
-    problems = problem_page(session, page)
-    if wants_fragment(request):
-        return render(request, "index.html", {"problems": problems}, block="problem_table")
-    context = {"section": "data", "totals": totals(session), "problems": problems}
-    return render(request, "index.html", context)
-
-
-@admin.get("/admin/problems/{problem_id}", response_class=HTMLResponse)
-def problem(
-    request: Request, detail: Annotated[ProblemDetail, Depends(existing_problem)]
-) -> HTMLResponse:
-    return render(request, "problem.html", {"section": "data", "detail": detail})
-
-
-@router.get("/healthz")
-def healthz() -> JSONResponse:
-    """Liveness: the process answers. It asks the database nothing, so that a supervisor
-    does not restart every app process while the database restarts (/readyz says that)."""
-    return JSONResponse({"status": "ok"})
-
-
-readiness = APIRouter()
-"""/readyz, open to anyone as /healthz is."""
-
-
-@readiness.get("/readyz")
-def readyz() -> JSONResponse:
-    """Readiness: whether the database answers ``SELECT 1``; 503 with Retry-After while it
-    does not, for a load balancer to send requests elsewhere meanwhile."""
-    try:
-        with get_engine().connect() as connection:
-            connection.execute(text("SELECT 1"))
-    except SQLAlchemyError as error:
-        return JSONResponse(
-            {"status": "unavailable", "database": type(error).__name__},
-            status_code=503,
-            headers={"Retry-After": str(RETRY_AFTER_S)},
-        )
-    return JSONResponse({"status": "ready", "database": "ok"})

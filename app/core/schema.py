@@ -8,9 +8,9 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-from app.db import make_engine
+from app.core.db import make_engine
 
-ALEMBIC_INI = Path(__file__).resolve().parent.parent / "alembic.ini"
+ALEMBIC_INI = Path(__file__).resolve().parents[2] / "alembic.ini"
 
 
 class SchemaOutOfDate(RuntimeError):

@@ -15,8 +15,8 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app import audit
+from app.auth.users import clean_name
 from app.models import ApiToken, Role, TokenScope, User, utc_now
-from app.users import clean_name
 
 TOKEN_PREFIX = "slt_"
 SHOWN_PREFIX_CHARS = 10

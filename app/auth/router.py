@@ -7,15 +7,9 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from app.auth import (
-    LoginThrottled,
-    authenticate,
-    check_csrf,
-    current_user_or_none,
-    log_in,
-    log_out,
-)
-from app.db import DbSession
+from app.auth.sessions import LoginThrottled, authenticate, current_user_or_none, log_in, log_out
+from app.core.csrf import check_csrf
+from app.core.db import DbSession
 from app.inputs import Text
 from app.models import Role, User, utc_now
 from app.templating import render

@@ -9,7 +9,8 @@ from argon2.exceptions import InvalidHashError, VerifyMismatchError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import audit, throttle
+from app import audit
+from app.auth import throttle
 from app.models import Role, User
 
 _hasher = PasswordHasher()

@@ -3,19 +3,18 @@ filters of the API's pull (app/datasets/pull.py), which it shares."""
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, StreamingResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.auth import check_csrf, current_admin
+from app.core.db import DbSession
 from app.datasets import pull
-from app.db import DbSession
 from app.models import Label, User, utc_now
 from app.pull_options import PullOptions
 from app.templating import render
 
-router = APIRouter(prefix="/admin", dependencies=[Depends(current_admin), Depends(check_csrf)])
+pages = APIRouter()
 
 FORMAT_TITLES = {
     "prm800k": "PRM800K JSONL (one line per label, the bytes steplabel export writes)",
@@ -23,7 +22,7 @@ FORMAT_TITLES = {
 }
 
 
-@router.get("/export", response_class=HTMLResponse)
+@pages.get("/export", response_class=HTMLResponse)
 def export_page(request: Request, session: DbSession) -> HTMLResponse:
     return render(request, "admin/export.html", _context(session))
 
@@ -43,7 +42,7 @@ def _context(session: Session) -> dict[str, Any]:
     }
 
 
-@router.get("/export/download", response_class=StreamingResponse)
+@pages.get("/export/download", response_class=StreamingResponse)
 def export_download(
     session: DbSession, options: Annotated[PullOptions, Query()]
 ) -> StreamingResponse:

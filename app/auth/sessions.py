@@ -6,7 +6,6 @@ deactivation or an admin's "end sessions" bump the version, which ends every ses
 user has, copies of the cookie included, at their next request.
 """
 
-import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,15 +15,11 @@ from fastapi import Depends, HTTPException, Request
 from sqlalchemy import Connection, Engine, and_, bindparam, select, update
 from sqlalchemy.orm import Session
 
-from app import throttle
-from app.db import DbSession
+from app.auth import throttle
+from app.auth.users import hash_password, verify_password
+from app.core.db import DbSession
+from app.core.statements import AnyRow
 from app.models import USERS, Role, User, utc_now
-from app.statements import AnyRow
-from app.users import hash_password, verify_password
-
-CSRF_HEADER = "X-CSRF-Token"
-CSRF_FIELD = "csrf_token"
-UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
 @dataclass(frozen=True)
@@ -49,7 +44,7 @@ def authenticate(
     session: Session, name: str, password: str, address: str, now: datetime | None = None
 ) -> User | None:
     """The active user with this name and password, else None; LoginThrottled when the
-    attempt must wait (app/throttle.py).
+    attempt must wait (app/auth/throttle.py).
 
     Call it before ``session`` runs its first statement: on SQLite the session's
     transaction holds the write lock that counting the attempt needs.
@@ -105,37 +100,6 @@ def log_out(request: Request, session: Session) -> None:
             .values(session_version=User.session_version + 1)
         )
     request.session.clear()
-
-
-def csrf_token(request: Request) -> str:
-    """This session's CSRF token, made on first use (the login form needs one too)."""
-    token = request.session.get("csrf")
-    if not isinstance(token, str):
-        token = secrets.token_urlsafe(32)
-        request.session["csrf"] = token
-    return token
-
-
-async def check_csrf(request: Request) -> None:
-    """Dependency: a state-changing request must carry the session's CSRF token."""
-    if request.method not in UNSAFE_METHODS:
-        return
-    expected = request.session.get("csrf")
-    sent = request.headers.get(CSRF_HEADER)
-    if sent is None and request.headers.get("content-type", "").startswith(
-        ("application/x-www-form-urlencoded", "multipart/form-data")
-    ):
-        form = await request.form()
-        value = form.get(CSRF_FIELD)
-        sent = value if isinstance(value, str) else None
-    if not isinstance(expected, str) or not sent or not _same_token(expected, sent):
-        raise HTTPException(403, "The form expired or came from elsewhere: reload the page.")
-
-
-def _same_token(expected: str, sent: str) -> bool:
-    # As bytes: compare_digest refuses a str that is not ASCII (a TypeError, a 500), and a
-    # client may send any text, a header's bytes read as Latin-1 included.
-    return hmac.compare_digest(expected.encode(), sent.encode("utf-8", "surrogatepass"))
 
 
 def current_user_or_none(request: Request, session: DbSession) -> User | None:

@@ -3,22 +3,21 @@
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from app import audit
-from app.admin.router import Page, live_page
-from app.auth import check_csrf, current_admin
-from app.db import DbSession
+from app.admin.dashboard import Page, live_page
+from app.core.db import DbSession
 from app.inputs import Text
 
-audit_pages = APIRouter(prefix="/admin", dependencies=[Depends(current_admin), Depends(check_csrf)])
+pages = APIRouter()
 
 
 AUDIT_TEXT_MAX = 120
 
 
-@audit_pages.get("/audit", response_class=HTMLResponse)
+@pages.get("/audit", response_class=HTMLResponse)
 def audit_log_page(
     request: Request,
     session: DbSession,

@@ -22,8 +22,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection, Engine, case, delete, select, update
 from sqlalchemy.orm import Session
 
+from app.core.statements import INSERTS
 from app.models import LOGIN_THROTTLES as _THROTTLES
-from app.statements import INSERTS
 
 FREE_FROM_ONE_ADDRESS = 5
 """Attempts at one account from one address before the delays start."""

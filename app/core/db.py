@@ -24,7 +24,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
-from app.config import get_settings
+from app.core.config import get_settings
 
 logger = logging.getLogger("steplabel.db")
 
@@ -113,7 +113,7 @@ DATABASE_AWAY: tuple[type[Exception], ...] = (
     InterfaceError,
     DisconnectionError,
     PoolTimeout,
-    # The labeling requests run their statements through the driver (app/statements.py):
+    # The labeling requests run their statements through the driver (app/core/statements.py):
     # its errors reach the app unwrapped.
     psycopg.OperationalError,
     psycopg.InterfaceError,

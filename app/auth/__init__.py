@@ -1,0 +1,1 @@
+"""Who is asking: passwords and users, logins and sessions, throttling, API tokens."""

@@ -1,0 +1,1 @@
+"""Plumbing: settings, the database, migrations, CSRF and the HTTP middleware."""
