@@ -84,8 +84,8 @@ def migrate() -> None:
 def fill_stored_text() -> None:
     """Store the PRM800K text of labels and solutions saved before it was stored (as
     `migrate` does), a transaction per 1,000 rows: a stopped run goes on where it stopped."""
+    from app.core.db import get_engine
     from app.datasets import stored_text
-    from app.db import get_engine
 
     _require_current_schema()
     typer.echo(stored_text.fill_stored_text(get_engine()).describe())

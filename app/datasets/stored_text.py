@@ -19,8 +19,8 @@ from sqlalchemy import Engine, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from app import prm800k
+from app.core.db import transaction
 from app.datasets import export
-from app.db import transaction
 from app.models import Label, Problem, Solution, TaskStyle
 
 BATCH_SIZE = 1000
