@@ -293,6 +293,16 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _grading_pool_stopped() -> Iterator[None]:
+    """Stop the grading pool a test started (app/grading.py) when the session ends, rather
+    than leave its forkserver and workers to the interpreter's exit."""
+    yield
+    from app import grading
+
+    grading.shutdown_pool()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_settings() -> Iterator[None]:
     from app.config import get_settings
