@@ -286,7 +286,7 @@ def session(engine: Engine) -> Iterator[Session]:
         transaction.rollback()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA}")
