@@ -21,7 +21,10 @@ and a worker was seen answering wrongly after one.
 The pool belongs to this module, in the process that grades (the PRM worker, a script): it
 starts on the first pair that needs math-verify, is replaced after a timeout's kill, and at
 the process's exit ``concurrent.futures`` stops its idle workers; ``shutdown_pool`` stops
-it sooner (tests). Nothing else starts or stops it: the web app never grades.
+it sooner (tests). Nothing else starts or stops it: the web app never grades. A process
+killed by a signal runs no exit code: each worker then ends itself when it sees the
+grading process gone (``_exit_with``), or it would wait for work forever, and keep the
+forkserver alive with it.
 
 Workers come from a forkserver rather than ``fork``: forking a threaded web server, or the
 torch-loaded worker, copies locks held by other threads. A script that grades must therefore
@@ -33,6 +36,7 @@ import logging
 import multiprocessing
 import os
 import re
+import selectors
 import threading
 import weakref
 from collections import Counter
@@ -282,11 +286,27 @@ _killed_on_timeout: weakref.WeakSet[ProcessPoolExecutor] = weakref.WeakSet()
 """Pools killed for a pair that ran too long: the other pairs they took down were innocent."""
 
 
-def _start_worker() -> None:
-    """Runs in each pool worker before its first task: warm up the parser."""
+def _start_worker(grading_process: int) -> None:
+    """Runs in each pool worker before its first task: end with ``grading_process``, and
+    warm up the parser."""
+    threading.Thread(target=_exit_with, args=(grading_process,), daemon=True).start()
     # The "timeout is disabled" warning is expected: the pool is the time limit.
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     _verify_parsed("1", "1")
+
+
+def _exit_with(pid: int) -> None:
+    """End this worker once process ``pid`` has ended, however it ended."""
+    # The worker's parent is the forkserver, not the grading process: no parent-death
+    # signal reaches it, and its task queue never reads end-of-file (it holds both ends).
+    try:
+        watched = os.pidfd_open(pid)
+    except OSError:  # gone already
+        os._exit(0)
+    with selectors.DefaultSelector() as selector:
+        selector.register(watched, selectors.EVENT_READ)  # readable once it has ended
+        selector.select()
+    os._exit(0)
 
 
 def _new_pool() -> ProcessPoolExecutor:
@@ -294,7 +314,9 @@ def _new_pool() -> ProcessPoolExecutor:
     # The forkserver imports these once (it outlives pools); workers forked from it start
     # warm, so a pool killed on a timeout comes back in a fraction of a second.
     context.set_forkserver_preload(["app.grading", "math_verify"])
-    pool = ProcessPoolExecutor(POOL_WORKERS, mp_context=context, initializer=_start_worker)
+    pool = ProcessPoolExecutor(
+        POOL_WORKERS, mp_context=context, initializer=_start_worker, initargs=(os.getpid(),)
+    )
     try:
         # Start every worker now, so that no caller's time limit pays for starting one.
         for future in [pool.submit(os.getpid) for _ in range(POOL_WORKERS)]:

@@ -287,11 +287,21 @@ def session(engine: Engine) -> Iterator[Session]:
         transaction.rollback()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _grading_pool_stopped() -> Iterator[None]:
+    """Stop the grading pool a test started (app/grading.py) when the session ends, rather
+    than leave its forkserver and workers to the interpreter's exit."""
+    yield
+    from app import grading
+
+    grading.shutdown_pool()
 
 
 @pytest.fixture(autouse=True)

@@ -1,8 +1,12 @@
 """MATH answer equivalence: the conventions, the time limit off the main thread, grading rows."""
 
 import json
+import os
 import random
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -300,6 +304,55 @@ def test_a_timeout_in_one_thread_costs_other_threads_nothing() -> None:
     for thread in threads:
         thread.join(timeout=60)
     assert results == {"stuck": [None] * len(stuck), "first": expected, "second": expected}
+
+
+def _children() -> dict[int, set[int]]:
+    """Each living process's children, from Linux's /proc (a zombie counts as gone)."""
+    children: dict[int, set[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, parent = stat.read_text().rsplit(")", 1)[1].split()[:2]
+        except OSError:  # ended meanwhile
+            continue
+        if state != "Z":
+            children.setdefault(int(parent), set()).add(int(stat.parent.name))
+    return children
+
+
+def _descendants(pid: int) -> set[int]:
+    children, found, frontier = _children(), set(), {pid}
+    while frontier:
+        frontier = {child for parent in frontier for child in children.get(parent, set())}
+        found |= frontier
+    return found
+
+
+def _living(pids: set[int]) -> set[int]:
+    return pids & {child for children in _children().values() for child in children}
+
+
+def test_the_pool_ends_with_a_grading_process_killed_by_a_signal() -> None:
+    """A process killed by a signal (a test run stopped, a worker out of memory) runs no exit
+    code; its pool's workers end themselves, and the forkserver and resource tracker with
+    them, instead of waiting for work forever."""
+    grades = "from app.grading import is_equivalent; print(is_equivalent('x=-3', 'x=3')); input()"
+    grader = subprocess.Popen(
+        [sys.executable, "-c", grades], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert grader.stdout is not None and grader.stdout.readline() == "False\n"
+        started = _descendants(grader.pid)
+        assert len(started) >= 1 + grading.POOL_WORKERS  # the forkserver and its workers
+    finally:
+        grader.kill()
+        grader.wait()
+    deadline = time.monotonic() + 30
+    while _living(started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = _living(started)
+    for pid in left:  # not to leave them to the next test
+        os.kill(pid, signal.SIGKILL)
+    assert left == set()
 
 
 # Real MATH answers

@@ -26,6 +26,13 @@ PER_SUBSET = 15
 SEED_SIZE, BUDGETS = 6, (10, 14)
 
 
+@pytest.fixture(scope="module")
+def tiny_features(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One feature cache for the module's head-mode runs on the same sample (SUBSETS,
+    PER_SUBSET): the first run computes the tiny model's features, the others read them."""
+    return tmp_path_factory.mktemp("features")
+
+
 def test_labels_to_reach_reads_the_curve_in_log_labels() -> None:
     sizes, curve = [50, 100, 200], [0.5, 0.6, 0.7]
     assert labels_to_reach(sizes, curve, 0.6) == pytest.approx(100)
@@ -89,7 +96,7 @@ def test_revealed_labels_become_the_items_labels(shared_data: Path) -> None:
 
 
 def test_every_strategy_labels_each_budget_and_never_a_test_problem(
-    shared_data: Path, tmp_path: Path
+    shared_data: Path, tmp_path: Path, tiny_features: Path
 ) -> None:
     figures, plot = tmp_path / "figures.json", tmp_path / "plot.svg"
     main(
@@ -101,7 +108,7 @@ def test_every_strategy_labels_each_budget_and_never_a_test_problem(
             f"--budgets={','.join(map(str, BUDGETS))}",
             "--batch=3",
             "--seeds=2",
-            f"--cache-dir={tmp_path / 'cache'}",
+            f"--cache-dir={tiny_features}",
             f"--plot={plot}",
             f"--json={figures}",
         ]
@@ -141,7 +148,7 @@ def test_every_strategy_labels_each_budget_and_never_a_test_problem(
 
 
 def test_seeds_side_by_side_give_the_figures_of_one_process(
-    shared_data: Path, tmp_path: Path
+    shared_data: Path, tmp_path: Path, tiny_features: Path
 ) -> None:
     def figures(workers: int) -> dict[str, Any]:
         written = tmp_path / f"workers-{workers}.json"
@@ -156,14 +163,15 @@ def test_seeds_side_by_side_give_the_figures_of_one_process(
                 "--seeds=3",
                 f"--workers={workers}",
                 "--strategies=uniform,ensemble,random_wrong",
-                f"--cache-dir={tmp_path / 'cache'}",
+                f"--cache-dir={tiny_features}",
                 f"--plot={tmp_path / 'plot.svg'}",
                 f"--json={written}",
             ]
         )
         return dict(json.loads(written.read_text()))
 
-    # One process computes the features; the workers read them back from the cache.
+    # One process computes the features (or a test before it did); the workers read them
+    # back from the cache.
     alone, side_by_side = figures(1), figures(2)
     assert (alone["setup"]["workers"], side_by_side["setup"]["workers"]) == (1, 2)
     assert side_by_side["setup"]["feature_sequences_computed"] == 0
@@ -212,7 +220,7 @@ def test_full_mode_trains_without_the_feature_cache_and_records_the_device(
 
 
 def test_a_stopped_run_goes_on_from_the_seeds_it_finished(
-    shared_data: Path, tmp_path: Path
+    shared_data: Path, tmp_path: Path, tiny_features: Path
 ) -> None:
     folder = tmp_path / "seeds"
 
@@ -229,7 +237,7 @@ def test_a_stopped_run_goes_on_from_the_seeds_it_finished(
                 "--seeds=2",
                 "--workers=1",
                 "--strategies=uniform,random_wrong",
-                f"--cache-dir={tmp_path / 'cache'}",
+                f"--cache-dir={tiny_features}",
                 f"--plot={tmp_path / 'plot.svg'}",
                 f"--json={written}",
                 f"--resume={folder}",

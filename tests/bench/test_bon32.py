@@ -169,10 +169,12 @@ def test_a_half_keeps_its_problems_at_every_samples_per_problem() -> None:
     assert not {s.problem_id for s in other.pool} & (problems | judged)
 
 
-@pytest.fixture
-def small_pool(shared_data: Path, tmp_path: Path) -> Any:
+@pytest.fixture(scope="module")
+def small_pool(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Six GSM8K problems of the real file at 8 samples each (the file's grades: GSM8K's
-    are sound), ten ProcessBench calibration solutions to judge on, the tiny model."""
+    are sound), ten ProcessBench calibration solutions to judge on, the tiny model: loaded
+    and warmed once for the module, as the tests below only read it (or patch it)."""
+    features = tmp_path_factory.mktemp("features")
     with gzip.open(shared_data / FILE, "rt") as lines:
         records = [json.loads(next(lines)) for _ in range(6 * 32)]
     pool = [
@@ -211,7 +213,7 @@ def small_pool(shared_data: Path, tmp_path: Path) -> Any:
             "--strategies",
             "uniform,uncertain,convincing_wrong",
             "--cache-dir",
-            str(tmp_path / "features"),
+            str(features),
         ]
     )
     learner = Learner.load(options)
