@@ -9,7 +9,8 @@ on one consensus label per solution beat one trained on every label?
 The rule that reads the result is in BENCHMARKS.md ("Consensus against all labels"),
 written before the run.
 
-The data and the PRM are bench/active_learning.py's (its ``load`` and ``Learner``):
+The data and the PRM are bench/active_learning.py's (bench/active_learning_data.py's
+``load``, bench/active_learning_learner.py's ``Learner``):
 ProcessBench's gsm8k and math subsets, a fixed sample of ``--per-subset`` solutions of each,
 split by problem as bench/prm_quality.py splits it; its training problems are the pool the
 simulated team labels, its calibration problems choose the first-error threshold, its test
@@ -59,21 +60,16 @@ from app.consensus.rule import Status, Vote, consensus
 from app.core.config import get_settings
 from app.estimates import percentile_interval
 from app.models import FinishReason
-from bench.active_learning import (
+from bench.active_learning_data import Data, example_of, labeled_record, load
+from bench.active_learning_learner import (
     LEARNER_HEAD,
-    Data,
     Learner,
     Progress,
     Snapshot,
-    estimate,
-    example_of,
-    joint_draws,
     judged,
-    labeled_record,
-    load,
-    mean_over,
     snapshot,
 )
+from bench.active_learning_ratio import estimate, joint_draws, mean_over
 from bench.prm_quality import HEADS, SHARED_DATA
 from worker.eval_sets import ProcessBenchItem
 from worker.pretrained import resolve_base_model
@@ -277,7 +273,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     options = parser.parse_args(argv)
     if options.overlap < 2 or options.labelers < options.overlap:
         parser.error("--overlap must be 2 or more, and no more than --labelers")
-    # What bench/active_learning.py's load and Learner read.
+    # What bench/active_learning_data.py's load and ..._learner.py's Learner read.
     options.corpus = "processbench"
     options.mode = "head"
     options.device = "cpu"

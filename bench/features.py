@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from app.core.config import get_settings
-from bench.active_learning import BON32_HELD_OUT_PROBLEMS, BON32_PROBLEMS, prmbench_corpus
+from bench.active_learning_data import BON32_HELD_OUT_PROBLEMS, BON32_PROBLEMS, prmbench_corpus
 from bench.bon32 import bon32_items
 from bench.prm_quality import SHARED_DATA
 from bench.prmbench import SUBSET as PRMBENCH

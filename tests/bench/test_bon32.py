@@ -14,18 +14,10 @@ import pytest
 
 from app.core.config import get_settings
 from app.pool_shape import strategy_for_pool
-from bench.active_learning import (
-    Data,
-    Learner,
-    Progress,
-    arms,
-    grow,
-    main,
-    parse,
-    seed_set,
-    start,
-    training_example,
-)
+from bench.active_learning import main, parse
+from bench.active_learning_data import Data, training_example
+from bench.active_learning_learner import Learner, Progress
+from bench.active_learning_rounds import arms, grow, seed_set, start
 from bench.bon32 import (
     FILE,
     MATH500,
