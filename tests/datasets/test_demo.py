@@ -8,7 +8,6 @@ from fractions import Fraction
 import pytest
 
 from app.datasets.demo import (
-    FAMILIES,
     GENERATOR,
     SUBJECT_SLUGS,
     demo_gold_solutions,
@@ -19,6 +18,7 @@ from app.datasets.demo import (
     draw_problem,
     problem_number,
 )
+from app.datasets.demo_families import FAMILIES
 
 Record = dict[str, object]
 ANSWER_SECTION = "\n\n# Answer\n\n"
