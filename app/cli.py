@@ -1,5 +1,9 @@
 """The steplabel command line: migrate, import, export and seed the demo."""
 
+# Why one module over 500 lines: it is the one typer app, nineteen thin commands that
+# share its option types and each import their work when they run; its docstring is the
+# help text, so this note stays a comment.
+#
 # Each command imports what it needs when it runs: `steplabel --help` loads typer and none of
 # SQLAlchemy, pydantic or numpy (tests/test_cli.py checks), so the few values the options
 # need from the tables are spelled out here, and a test checks that they agree.

@@ -1,5 +1,9 @@
 """MATH final-answer equivalence: math-verify underneath, MATH's answer conventions on top.
 
+Why one module over 500 lines: normalization, the one shared math-verify process pool
+(module state: ``_pool``, killed and replaced on an overrun) and the calls that use it are
+one answer-checking path, and the pool has one owner here.
+
 ``is_equivalent`` first normalizes both answers (``normalize_answer``) and settles what needs
 no parsing: equal strings, a missing answer, word answers, times of day, different units,
 an equation against a value. The rest goes to math-verify (``parse``, then ``verify`` with

@@ -1,5 +1,8 @@
 """The tables: users, problems, model solutions, labels and their per-step ratings.
 
+Why one module over 500 lines: every table is in one module, as the FastAPI template keeps
+them, so a migration (and the test that checks models and migrations agree) reads one file.
+
 A PRM800K line maps onto them as follows (see app/prm800k.py for the conversion):
 ``question`` -> a Problem (and, in phase 2, the Solution that was labeled), ``label`` -> a
 Label with one LabelStep per step and one StepCompletion per rated completion.

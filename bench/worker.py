@@ -1,5 +1,8 @@
 """PRM worker throughput: training tokens/s, scoring solutions/s and tokens/s, and MFU.
 
+Why one module over 500 lines: it is one bench script, and its synthetic tokenizer and
+examples, its timing and its FLOP/MFU arithmetic serve only this command's table.
+
     .venv/bin/python -m bench.worker --config tiny --device cpu
     python -m bench.worker --config qwen2-1.5b --device cuda --steps 20 --batch-size 16
 

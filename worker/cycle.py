@@ -1,5 +1,9 @@
 """One worker cycle: grade answers, train the PRM, evaluate it, keep it or not, select.
 
+Why one module over 500 lines: most of it is the ``Cycle`` class, whose steps (grade, train,
+assess, gate, select) share one run row and its state, and the claim, heartbeat and end of a
+run around it are the run's lifecycle, read in one place.
+
 Steps: grade the final answers; read the labels and split them by problem
 (worker/split.py: a run with fewer than ``train_min_labels`` labels to train on stops
 there); prepare the base model (a pretrained one is prepared on first use) and the

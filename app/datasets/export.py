@@ -1,5 +1,9 @@
 """Export labels from the tables as PRM800K JSONL (byte for byte) or TRL stepwise rows.
 
+Why one module over 500 lines: the PRM800K, TRL and consensus exports all read labels
+through the one ``ExportFilter`` and the chunked queries here, so what an export selects and
+how it streams is read in one file.
+
 Labels stream in id order (import order) in chunks, so memory stays flat however large
 the dataset grows. Imported labels and labels made in the app go through the same code.
 """

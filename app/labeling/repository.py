@@ -1,6 +1,10 @@
 """Every statement of the labeling requests, and the one place where SQLite and Postgres
 take different paths.
 
+Why one module over 500 lines: every statement of the labeling requests is compiled here
+once for both dialects, and this is the one place SQLite and Postgres take different paths,
+so a statement and its Postgres twin are read and changed together.
+
 Each statement is a Core statement built once here. ``execute`` runs it through
 SQLAlchemy's ``Connection.execute`` on SQLite. On Postgres it sends the statement's SQL,
 compiled once at import, to psycopg directly, which prepares it after five runs (its
