@@ -144,7 +144,7 @@ from worker.eval_sets import (
     load_processbench,
 )
 from worker.features import FeatureCache, cache_for
-from worker.model import PRM, TrainingArgs, training_args_for
+from worker.model import PRM
 from worker.pretrained import resolve_base_model
 from worker.score import (
     Throughput,
@@ -161,6 +161,7 @@ from worker.select import (
 )
 from worker.split import split_key
 from worker.train import Example, fit, setup
+from worker.training_args import TrainingArgs, training_args_for
 
 REFERENCE: Strategy = "uniform"
 """The strategy the others are measured against."""
