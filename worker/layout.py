@@ -11,10 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from transformers import (
-    PreTrainedTokenizerBase,
-    PreTrainedTokenizerFast,
-)
+from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 STEP_TOKEN = "<|step|>"
 """Ends every step; the step's label and score live on this token."""

@@ -16,10 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
-from transformers import (
-    Cache,
-    PreTrainedModel,
-)
+from transformers import Cache, PreTrainedModel
 
 from worker.head import StepHead
 from worker.layout import IGNORE_INDEX
