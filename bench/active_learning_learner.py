@@ -23,10 +23,11 @@ from worker import evaluate
 from worker.assess import step_set
 from worker.eval_sets import ProcessBenchItem
 from worker.features import FeatureCache, cache_for
-from worker.model import PRM, TrainingArgs, training_args_for
+from worker.model import PRM
 from worker.score import Throughput, fill_cache, member_probabilities, solution_score, step_features
 from worker.select import Candidate, uncertainty_of
 from worker.train import Example, fit, setup
+from worker.training_args import TrainingArgs, training_args_for
 
 MODEL_SEED = 0
 """The head's initialization and batch order, fixed: a seed changes only what is labeled."""

@@ -31,10 +31,10 @@ from bench.prm_quality import SHARED_DATA
 from bench.prmbench import SUBSET as PRMBENCH
 from worker.eval_sets import PROCESSBENCH_SUBSETS, ProcessBenchItem, load_processbench
 from worker.features import cache_for
-from worker.model import training_args_for
 from worker.pretrained import resolve_base_model
 from worker.score import Throughput, fill_cache
 from worker.train import setup
+from worker.training_args import training_args_for
 
 BON32_CORPORA = ("bon32-calibration", "bon32-confirmation")
 """The bon32 halves' default pools and held-out problems, as bench/active_learning.py

@@ -23,8 +23,9 @@ import time
 import torch
 
 from worker.head import StepHead, fit_head
-from worker.model import HEAD_READINGS, MODE_TRAINING, training_args_for
+from worker.model import HEAD_READINGS
 from worker.train import head_training, linear_schedule
+from worker.training_args import MODE_TRAINING, training_args_for
 
 SMOLLM2_WIDTH = 576
 DEFAULTS = MODE_TRAINING["head"]

@@ -83,6 +83,7 @@ from app.estimates import RESAMPLES, percentile_interval, resample, split_units
 from bench.prmbench import prmbench_without
 from worker import evaluate, phase1
 from worker.assess import by_subset, first_errors, step_set
+from worker.device import Device, resolve_device
 from worker.eval_sets import (
     PROCESSBENCH_SUBSETS,
     ProcessBenchItem,
@@ -92,20 +93,12 @@ from worker.eval_sets import (
 )
 from worker.evaluate import Estimate, FirstErrors, Statistic, StepSet
 from worker.features import FeatureCache, cache_for
-from worker.model import (
-    HEAD_READINGS,
-    LABELS,
-    LAST_LAYER,
-    PRM,
-    TINY,
-    Device,
-    TrainingArgs,
-    resolve_device,
-    training_args_for,
-)
+from worker.layout import LABELS
+from worker.model import HEAD_READINGS, LAST_LAYER, PRM
 from worker.pretrained import PRETRAINED, resolve_base_model
 from worker.score import Throughput, fill_cache, step_probabilities
 from worker.train import Example, fit, setup
+from worker.training_args import TINY, TrainingArgs, training_args_for
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DEFAULT_BASE = "smollm2-135m"

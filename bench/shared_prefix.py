@@ -29,10 +29,10 @@ from app.core.config import get_settings
 from bench.prm_quality import SHARED_DATA
 from worker import phase1
 from worker.features import cache_for
-from worker.model import training_args_for
 from worker.pretrained import resolve_base_model
 from worker.score import fill_cache, step_features
 from worker.train import setup
+from worker.training_args import training_args_for
 
 
 def main(argv: list[str] | None = None) -> int:

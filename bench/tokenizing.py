@@ -23,15 +23,8 @@ from transformers import AutoTokenizer
 
 from bench.prm_quality import SHARED_DATA
 from worker.eval_sets import load_processbench
-from worker.model import (
-    TINY,
-    Encoded,
-    TrainingArgs,
-    build_tiny_tokenizer,
-    encode,
-    encode_many,
-    prepare_tokenizer,
-)
+from worker.layout import Encoded, build_tiny_tokenizer, encode, encode_many, prepare_tokenizer
+from worker.training_args import TINY, TrainingArgs
 
 Solutions = list[tuple[str, list[str], list[int | None] | None]]
 

@@ -82,19 +82,14 @@ from bench.prm_quality import (
     smollm2_args,
     split_from_options,
 )
+from worker.device import resolve_device, score_batch_size_on, uses_bf16
 from worker.eval_sets import (
     PROCESSBENCH_SUBSETS,
     ProcessBenchItem,
 )
-from worker.model import (
-    IGNORE_INDEX,
-    TrainingArgs,
-    padding_with_eos,
-    resolve_device,
-    score_batch_size_on,
-    uses_bf16,
-)
+from worker.layout import IGNORE_INDEX, padding_with_eos
 from worker.pretrained import resolve_base_model
+from worker.training_args import TrainingArgs
 
 NAME = "trl-prm"
 PROMPT_END = "\n"

@@ -75,25 +75,19 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import AutoModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast, Qwen2Config
 
 from bench.synthetic_prm800k import WORDS
-from worker.model import (
-    PRM,
-    TINY,
-    TINY_CONFIG,
-    TrainingArgs,
-    add_lora,
-    enable_gradient_checkpointing,
-    encode,
-    input_embeddings,
-    length_batches,
-    pack_rows,
-    prepare_tokenizer,
+from worker.batching import length_batches, pack_rows
+from worker.build import TINY_CONFIG, add_lora, enable_gradient_checkpointing
+from worker.device import (
     resolve_device,
     score_batch_size_on,
     use_expandable_cuda_segments,
     uses_bf16,
 )
+from worker.layout import encode, prepare_tokenizer
+from worker.model import PRM, input_embeddings
 from worker.score import _windows, score_with_throughput
 from worker.train import Example, _epoch_batches, fit, setup
+from worker.training_args import TINY, TrainingArgs
 
 QWEN2_CONFIGS: dict[str, dict[str, Any]] = {
     "qwen2-0.5b": {  # Qwen2.5-0.5B

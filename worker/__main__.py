@@ -29,9 +29,10 @@ from app.core.schema import SchemaOutOfDate, check_current
 from app.models import RunStatus
 from worker import distributed
 from worker.cycle import RunOutcome, check_settings, run_one
+from worker.device import resolve_device, use_expandable_cuda_segments
 from worker.distributed import RankFailed, Ranks
-from worker.model import resolve_device, training_args_for, use_expandable_cuda_segments
 from worker.pretrained import PRETRAINED, PrepareError, is_prepared, prepare
+from worker.training_args import training_args_for
 from worker.warm import warm_feature_cache
 
 logger = logging.getLogger("steplabel.worker")

@@ -23,10 +23,11 @@ from worker import evaluate
 from worker.eval_sets import ProcessBenchItem, ProcessBenchSplit, SampledProblem
 from worker.evaluate import FirstErrors, Sample, Statistic, StepSet
 from worker.features import FeatureCache
-from worker.model import PRM, TrainingArgs
+from worker.model import PRM
 from worker.score import solution_score, step_probabilities
 from worker.split import problem_hash
 from worker.train import Example
+from worker.training_args import TrainingArgs
 
 GATE_METRICS = ("step_auroc", "processbench_f1", "best_of_n")
 

@@ -32,21 +32,12 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
+from worker.build import head_for, load_backbone, load_local, merge_lora, readings_for
+from worker.device import Device, resolve_device
 from worker.head import load_head_state
-from worker.model import (
-    LABELS,
-    PRM,
-    STEP_TOKEN,
-    TINY,
-    Device,
-    TrainingArgs,
-    head_for,
-    load_backbone,
-    load_local,
-    merge_lora,
-    readings_for,
-    resolve_device,
-)
+from worker.layout import LABELS, STEP_TOKEN
+from worker.model import PRM
+from worker.training_args import TINY, TrainingArgs
 
 CHECKPOINT_FORMAT = "steplabel-prm/1"
 HEAD_FILE = "prm_head.safetensors"

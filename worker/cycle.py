@@ -57,7 +57,7 @@ from worker.data import training_labels
 from worker.distributed import SINGLE, RankFailed, Ranks
 from worker.eval_sets import file_sets, processbench_missing, with_answer_groups
 from worker.features import FeatureCache, cache_for
-from worker.model import PRM, TrainingArgs, training_args_for
+from worker.model import PRM
 from worker.pretrained import resolve_base_model
 from worker.repository import CurrentCheckpoint, PoolSolution
 from worker.score import score_solutions
@@ -72,6 +72,7 @@ from worker.split import (
     with_extra_training,
 )
 from worker.train import Example, fit, setup
+from worker.training_args import TrainingArgs, training_args_for
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -30,7 +30,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from worker.model import PRM, TrainingArgs, uses_bf16
+from worker.device import uses_bf16
+from worker.model import PRM
+from worker.training_args import TrainingArgs
 
 FEATURE_DTYPE = np.float16
 _LOOKUP_BATCH = 500

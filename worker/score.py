@@ -19,24 +19,13 @@ import numpy as np
 import torch
 from transformers import DynamicCache, PreTrainedTokenizerBase
 
+from worker.batching import collate, device_tensor, length_batches
+from worker.device import autocast, score_batch_size_on, uses_bf16
 from worker.features import FeatureCache, prefix_keys, round_features, sequence_key
 from worker.head import StepHead
-from worker.model import (
-    PRM,
-    Encoded,
-    Pieces,
-    StepPositions,
-    TrainingArgs,
-    autocast,
-    collate,
-    compile_layers,
-    device_tensor,
-    lay_out,
-    length_batches,
-    score_batch_size_on,
-    tokenize_solutions,
-    uses_bf16,
-)
+from worker.layout import Encoded, Pieces, lay_out, tokenize_solutions
+from worker.model import PRM, StepPositions, compile_layers
+from worker.training_args import TrainingArgs
 
 
 @dataclass(frozen=True)

@@ -25,29 +25,17 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from transformers import PreTrainedTokenizerBase
 
+from worker.batching import collate, collate_packed, fill_rows, length_batches
+from worker.build import build_model, enable_gradient_checkpointing
+from worker.device import autocast, resolve_device
 from worker.eval_sets import unit_hash
 from worker.features import FeatureCache
 from worker.head import HeadFit, HeadTraining, StepHead, fit_head
-from worker.model import (
-    IGNORE_INDEX,
-    LABELS,
-    PRM,
-    Encoded,
-    PRMOutput,
-    TrainingArgs,
-    autocast,
-    build_model,
-    collate,
-    collate_packed,
-    compile_layers,
-    enable_gradient_checkpointing,
-    encode_many,
-    fill_rows,
-    length_batches,
-    resolve_device,
-)
+from worker.layout import IGNORE_INDEX, LABELS, Encoded, encode_many
+from worker.model import PRM, PRMOutput, compile_layers
 from worker.precision import MasterWeights
 from worker.score import Throughput, step_features
+from worker.training_args import TrainingArgs
 
 
 @dataclass

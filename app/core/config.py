@@ -22,7 +22,7 @@ class SettingsError(RuntimeError):
     """A setting is missing or malformed; the message names the environment variable."""
 
 
-# The training arguments' bounds, once: Settings' ``train_*`` fields and worker/model.py's
+# The training arguments' bounds, once: Settings' ``train_*`` fields and worker/training_args.py's
 # TrainingArgs are declared with these types, so a value Settings accepts is one the
 # worker can train with.
 LearningRate = Annotated[float, Field(gt=0)]
@@ -127,7 +127,7 @@ class Settings(BaseSettings):
     ``steplabel export --consensus`` writes it (app/consensus/; QC and screening answers,
     which never vote, are left out whatever the two settings above say)."""
 
-    # Training arguments (worker/model.py TrainingArgs); unset: the default for the base
+    # Training arguments (worker/training_args.py TrainingArgs); unset: the default for the base
     # model and the mode. Every run stores the arguments it used.
     train_mode: Literal["auto", "full", "head", "lora"] = "auto"
     """``auto``: full fine-tuning on a GPU, a frozen backbone and a trained head on the CPU."""

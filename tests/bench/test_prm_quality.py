@@ -33,7 +33,7 @@ from bench.prm_quality import (
 )
 from worker import evaluate
 from worker.eval_sets import ProcessBenchItem, fixed_sample, load_processbench
-from worker.model import MODE_TRAINING, training_args_for
+from worker.training_args import MODE_TRAINING, training_args_for
 
 
 def test_training_on_more_subsets_leaves_the_judged_problems_alone(shared_data: Path) -> None:

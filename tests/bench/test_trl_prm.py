@@ -13,8 +13,9 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from bench.prm_quality import Trained, figures, judge_model, split
 from bench.trl_prm import main, padding_tokenizer, stepwise_rows, three_classes
+from worker.build import TINY_CONFIG
 from worker.eval_sets import ProcessBenchItem, fixed_sample, load_processbench
-from worker.model import TINY_CONFIG, byte_tokenizer
+from worker.layout import byte_tokenizer
 
 
 def _item(steps: int, label: int) -> ProcessBenchItem:

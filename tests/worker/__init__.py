@@ -18,8 +18,9 @@ import pytest
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from worker.model import PRM, TrainingArgs
+    from worker.model import PRM
     from worker.train import Example, FitStats
+    from worker.training_args import TrainingArgs
 
 PROBLEM = "Check each sum."
 FILLER = "Let us go on."
@@ -81,7 +82,7 @@ def deterministic_torch(seed: int = 0) -> Iterator[None]:
 
 def tiny_args(**changes: Any) -> TrainingArgs:
     """The tiny model's training arguments, on the CPU, for the arithmetic world."""
-    from worker.model import training_args_for
+    from worker.training_args import training_args_for
 
     settings: dict[str, Any] = {
         "device": "cpu",

@@ -10,15 +10,11 @@ from transformers import AutoModel, PreTrainedTokenizerBase, Qwen2Config
 
 from tests.worker import tiny_args
 from worker import score as scoring
+from worker.batching import collate
+from worker.build import keep_layers
 from worker.features import FeatureCache, cache_for, prefix_keys, sequence_key
-from worker.model import (
-    HEAD_READINGS,
-    PRM,
-    build_tiny_tokenizer,
-    collate,
-    encode,
-    keep_layers,
-)
+from worker.layout import build_tiny_tokenizer, encode
+from worker.model import HEAD_READINGS, PRM
 from worker.score import step_features
 from worker.train import setup
 

@@ -14,24 +14,20 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from worker.model import (
+from worker.batching import collate, length_batches
+from worker.build import build_model, build_tiny
+from worker.device import use_expandable_cuda_segments
+from worker.layout import (
     IGNORE_INDEX,
-    MODE_TRAINING,
-    PRM,
     STEP_TOKEN,
-    TrainingArgs,
-    build_model,
-    build_tiny,
     build_tiny_tokenizer,
     byte_tokenizer,
-    collate,
     encode,
     encode_many,
-    length_batches,
     step_token_id,
-    training_args_for,
-    use_expandable_cuda_segments,
 )
+from worker.model import PRM
+from worker.training_args import MODE_TRAINING, TrainingArgs, training_args_for
 
 TRICKY_STEPS = [
     "First, 2+3=5.",

@@ -14,19 +14,10 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from tests.worker import PROBLEM, arithmetic_examples, deterministic_torch, tiny_args
-from worker.model import (
-    IGNORE_INDEX,
-    PRM,
-    Batch,
-    Encoded,
-    build_tiny,
-    build_tiny_tokenizer,
-    collate,
-    collate_packed,
-    encode,
-    fill_rows,
-    pack_rows,
-)
+from worker.batching import Batch, collate, collate_packed, fill_rows, pack_rows
+from worker.build import build_tiny
+from worker.layout import IGNORE_INDEX, Encoded, build_tiny_tokenizer, encode
+from worker.model import PRM
 from worker.train import fit, setup
 
 CPU = torch.device("cpu")

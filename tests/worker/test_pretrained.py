@@ -20,7 +20,7 @@ import torch
 
 from worker.checkpoint import directory_bytes, load_checkpoint, save_checkpoint
 from worker.features import FeatureCache
-from worker.model import IGNORE_INDEX, STEP_TOKEN, encode, step_token_id, training_args_for
+from worker.layout import IGNORE_INDEX, STEP_TOKEN, encode, step_token_id
 from worker.pretrained import (
     PRETRAINED,
     PROVENANCE_FILE,
@@ -32,6 +32,7 @@ from worker.pretrained import (
 )
 from worker.score import score_solutions
 from worker.train import Example, fit, setup
+from worker.training_args import training_args_for
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "smollm2-135m"

@@ -10,7 +10,10 @@ from transformers import PreTrainedTokenizerBase
 
 from tests.worker import ARITHMETIC, PROBLEM, equation, tiny_args, trained_arithmetic_prm
 from worker import score as scoring
-from worker.model import GPU_SCORE_BATCH_SIZE, PRM, build_tiny, encode, score_batch_size_on
+from worker.build import build_tiny
+from worker.device import GPU_SCORE_BATCH_SIZE, score_batch_size_on
+from worker.layout import encode
+from worker.model import PRM
 from worker.score import (
     _bf16_weights,
     _step_vectors,

@@ -9,8 +9,8 @@ from pydantic import ValidationError
 from app.core.config import Settings
 from app.pool_shape import BY_POOL_SHAPE
 from worker.cycle import check_settings, training_args_from
-from worker.model import TrainingArgs
 from worker.select import STRATEGIES
+from worker.training_args import TrainingArgs
 
 
 def test_every_selection_strategy_can_be_set() -> None:

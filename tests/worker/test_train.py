@@ -20,7 +20,7 @@ from tests.worker import (
 )
 from worker.checkpoint import load_checkpoint, save_checkpoint
 from worker.evaluate import auroc
-from worker.model import STEP_TOKEN
+from worker.layout import STEP_TOKEN
 from worker.score import score_solutions
 from worker.train import Example, Progress, fit, setup, split_by_problem
 
