@@ -116,7 +116,9 @@ RECOMMENDED: dict[str, Any] = {
 and PRM800K phase 1, the rule"): the worker's default head on SmolLM2-135M, trained with 30
 PRM800K phase-1 training problems' human ratings added (configuration B, the rule's pick on
 calibration; no Qwen backbone can be picked for a CPU: its features cost more than 1.5
-times SmolLM2's there)."""
+times SmolLM2's there). Its test confirmation (BENCHMARKS.md, "Issue 38: the
+confirmation") found it level with the head without phase 1; it stays the pick, since the
+rule is not re-run on test."""
 CALIBRATION_SHARE = 0.2
 """Share of the training problems kept for choosing the threshold (not trained on)."""
 FULL = "smollm2-135m-full"
