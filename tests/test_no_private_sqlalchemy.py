@@ -20,9 +20,10 @@ KNOWN_PRIVATE = re.compile(
 ATTRIBUTE = re.compile(r"\b(\w+)\.(_[a-z]\w*)")
 PUBLIC_UNDERSCORE = {"_asdict", "_mapping", "_fields", "_t", "_tuple", "_make", "_replace"}
 """Row's documented names (a named tuple's), underscored to keep clear of column names."""
-NOT_SQLALCHEMY = {("app/grading.py", "pool._processes")}
-"""Private attributes of other libraries' objects, in modules that also use SQLAlchemy
-(a multiprocessing pool's processes, to end them when a grading times out)."""
+NOT_SQLALCHEMY = {("app/grading.py", "pool._processes"), ("app/grading.py", "os._exit")}
+"""Other libraries' underscored names, in modules that also use SQLAlchemy: a multiprocessing
+pool's processes (to end them when a grading times out) and ``os._exit`` (documented, public:
+a pool worker ends at once when its grading process has died)."""
 
 
 def _sources() -> dict[Path, str]:

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import torch
 
-if TYPE_CHECKING:
-    from worker.training_args import TrainingArgs
-
-
 Device = Literal["auto", "cpu", "cuda"]
+
+
+class PrecisionArgs(Protocol):
+    """What the precision and batch choices read of worker/training_args.py's
+    ``TrainingArgs`` (a protocol, since training_args imports this module)."""
+
+    @property
+    def bf16(self) -> bool | None: ...
+
+    @property
+    def score_batch_size(self) -> int | None: ...
 
 
 def resolve_device(device: Device) -> torch.device:
@@ -21,7 +28,7 @@ def resolve_device(device: Device) -> torch.device:
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
 
 
-def uses_bf16(args: TrainingArgs, device: torch.device) -> bool:
+def uses_bf16(args: PrecisionArgs, device: torch.device) -> bool:
     if args.bf16 is not None:
         return args.bf16
     if device.type == "cuda":
@@ -50,7 +57,7 @@ def use_expandable_cuda_segments() -> None:
     os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
 
 
-def autocast(args: TrainingArgs, device: torch.device, enabled: bool = True) -> torch.autocast:
+def autocast(args: PrecisionArgs, device: torch.device, enabled: bool = True) -> torch.autocast:
     return torch.autocast(
         device.type, dtype=torch.bfloat16, enabled=enabled and uses_bf16(args, device)
     )
@@ -59,7 +66,7 @@ def autocast(args: TrainingArgs, device: torch.device, enabled: bool = True) -> 
 GPU_SCORE_BATCH_SIZE = 32
 
 
-def score_batch_size_on(args: TrainingArgs, device: torch.device) -> int:
+def score_batch_size_on(args: PrecisionArgs, device: torch.device) -> int:
     """Sequences per scoring forward pass: ``args.score_batch_size``, or one on a CPU and
     ``GPU_SCORE_BATCH_SIZE`` on a GPU.
 
