@@ -36,7 +36,7 @@ from pydantic import (
 )
 
 from app.columns import StoredFloat, fits
-from app.models import LABEL_STEPS, LABELS, SOLUTIONS, FinishReason
+from app.models import LABEL_STEPS, LABELS, SOLUTIONS, FinishReason, TaskStyle
 
 # A strict int, so that JSON true is rejected rather than read as +1.
 Rating = Annotated[int, Field(ge=-1, le=1)]
@@ -357,6 +357,14 @@ def label_text(
 ) -> str:
     """A line's ``label`` as JSON text, as ``dumps`` writes it within the line."""
     return _ENCODE(label_dict(steps, total_time, finish_reason))
+
+
+def pre_generated_of(
+    style: str, steps: list[str] | None, answer: str | None, verifier_score: float | None
+) -> tuple[list[str] | None, str | None, float | None] | None:
+    """A solution's ``pre_generated`` part of its question: none for a phase-1 task, whose
+    labels show the question as phase 1 did (app/datasets/export.py)."""
+    return None if TaskStyle(style) is TaskStyle.PHASE1 else (steps, answer, verifier_score)
 
 
 def question_text(

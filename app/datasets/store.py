@@ -284,17 +284,11 @@ class Store:
         texts: dict[str, str | None] = {}
         for spec in specs:
             problem = problems[spec.problem_id]
-            # A phase-1 task's labels show the question as phase 1 did (app/datasets/export.py).
-            pre_generated = (
-                None
-                if spec.style == TaskStyle.PHASE1
-                else (spec.steps, spec.answer, spec.verifier_score)
-            )
             texts[spec.content_key] = prm800k.question_text(
                 problem.text,
                 problem.ground_truth_solution,
                 problem.ground_truth_answer,
-                pre_generated,
+                prm800k.pre_generated_of(spec.style, spec.steps, spec.answer, spec.verifier_score),
             )
         return texts
 

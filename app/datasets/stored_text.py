@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from app import prm800k
 from app.core.db import transaction
 from app.datasets import export
-from app.models import Label, Problem, Solution, TaskStyle
+from app.models import Label, Problem, Solution
 
 BATCH_SIZE = 1000
 
@@ -77,10 +77,7 @@ def fill_solution_batch(session: Session, after: int, size: int) -> tuple[int, i
                 row.text,
                 row.ground_truth_solution,
                 row.ground_truth_answer,
-                # A phase-1 task's labels show the question as phase 1 did, as export does.
-                None
-                if row.style == TaskStyle.PHASE1.value
-                else (row.steps, row.answer, row.verifier_score),
+                prm800k.pre_generated_of(row.style, row.steps, row.answer, row.verifier_score),
             ),
         )
         for row in rows
