@@ -65,6 +65,7 @@ to score.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
@@ -80,6 +81,7 @@ from transformers import PreTrainedTokenizerBase
 from app.content_keys import normalized_problem
 from app.core.config import get_settings
 from app.estimates import RESAMPLES, percentile_interval, resample, split_units
+from bench.prm_thresholds import decide, describe_rule, threshold_figures
 from bench.prmbench import prmbench_without
 from worker import evaluate, phase1
 from worker.assess import by_subset, first_errors, step_set
@@ -306,6 +308,8 @@ class Judged:
     train_seconds: float
     score_seconds: float
     notes: dict[str, Any]
+    threshold_rule: dict[str, Any] | None = None
+    """On calibration runs: one threshold or one per subset, cross-fitted (prm_thresholds)."""
 
 
 def judge_model(
@@ -329,15 +333,18 @@ def judge_model(
         steps[name] = step_set(examples([items[k] for k in chosen]), [judged[k] for k in chosen])
     if phase1_test and judge == "test":
         steps[PHASE1_TEST] = step_set(phase1_test, trained.probabilities(phase1_test))
+    calibrated = first_errors(data.calibration, calibration)
+    rule = threshold_figures(data.calibration, calibrated) if judge == "calibration" else None
     score_seconds = time.process_time() - started
     return Judged(
         train_seed,
-        evaluate.choose_threshold(first_errors(data.calibration, calibration)),
+        evaluate.choose_threshold(calibrated),
         by_subset(items, judged),
         steps,
         trained.train_seconds,
         score_seconds,
         trained.notes,
+        rule,
     )
 
 
@@ -359,6 +366,11 @@ def figures(name: str, runs: Sequence[Judged], seed: int, judge: str = "test") -
             for subset in runs[0].steps
         },
         "per_seed": [seed_figures(run, seed) for run in runs],
+        **(
+            {"threshold_rule": decide([run.threshold_rule for run in runs if run.threshold_rule])}
+            if judge == "calibration"
+            else {}
+        ),
     }
 
 
@@ -527,6 +539,8 @@ def print_table(results: list[dict[str, Any]], out: Any = sys.stdout) -> None:
                 for run in result["per_seed"]
             )
             print(f"  each seed (training wall seconds): {seeds}", file=out)
+        if "threshold_rule" in result:
+            print(f"  {describe_rule(result['threshold_rule'])}", file=out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -626,6 +640,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no ProcessBench files in {options.data}")
     if options.extra_train == "prmbench":
         data = with_prmbench(data, options)
+    if options.judge == "calibration":
+        # Choosing never reads a test problem, nor spends time on its features.
+        data = dataclasses.replace(data, test=[])
     options.extra_examples = phase1_training(options) if options.extra_train == "phase1" else []
     options.phase1_test = phase1_judged(options)
     print(

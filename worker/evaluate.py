@@ -20,6 +20,7 @@ Pure numpy: the worker and the benchmarks call these on arrays they computed.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -152,11 +153,24 @@ class FirstErrors:
         hits: np.ndarray = (self.above < t) & (t <= self.up_to)
         return hits
 
+    def hits_at(self, thresholds: np.ndarray) -> np.ndarray:
+        """Whether each solution is judged right at its own threshold (one per solution)."""
+        judged: np.ndarray = (self.above < thresholds) & (thresholds <= self.up_to)
+        return judged
+
+    def subset(self, chosen: np.ndarray) -> FirstErrors:
+        """The solutions ``chosen`` (a boolean mask or indices) picks."""
+        picked = copy.copy(self)
+        picked.erroneous = self.erroneous[chosen]
+        picked.above = self.above[chosen]
+        picked.up_to = self.up_to[chosen]
+        return picked
+
     def f1_statistic(self, threshold: float) -> Statistic:
         hits = self.hits(threshold)[0]
 
         def statistic(solutions: np.ndarray) -> float | None:
-            return _f1(hits[solutions], self.erroneous[solutions])
+            return f1_from_hits(hits[solutions], self.erroneous[solutions])
 
         return statistic
 
@@ -170,7 +184,9 @@ def _mean(values: np.ndarray) -> float | None:
     return float(values.mean()) if len(values) else None
 
 
-def _f1(hits: np.ndarray, erroneous: np.ndarray) -> float | None:
+def f1_from_hits(hits: np.ndarray, erroneous: np.ndarray) -> float | None:
+    """ProcessBench F1 of judgments (``hits``: whether each solution was judged right); None
+    when the solutions lack an erroneous or a correct one."""
     error_accuracy = _mean(hits[erroneous])
     correct_accuracy = _mean(hits[~erroneous])
     if error_accuracy is None or correct_accuracy is None:
@@ -196,7 +212,7 @@ def choose_threshold(solutions: FirstErrors) -> float:
     errors = solutions.erroneous
     scores = []
     for row in hits:
-        f1 = _f1(row, errors)
+        f1 = f1_from_hits(row, errors)
         scores.append(-1.0 if f1 is None else f1)
     best = max(scores)
     ties = candidates[np.array(scores) == best]
@@ -235,7 +251,7 @@ def mean_f1_statistic(
 
     def statistic(solutions: np.ndarray) -> float | None:
         parts = [solutions[strata[solutions] == i] for i in range(len(names))]
-        values = [_f1(hits[part], errors[part]) for part in parts]
+        values = [f1_from_hits(hits[part], errors[part]) for part in parts]
         defined = [v for v in values if v is not None]
         return float(np.mean(defined)) if len(defined) == len(values) else None
 

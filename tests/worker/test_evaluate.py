@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from worker import evaluate
 from worker.eval_sets import processbench_missing
 from worker.evaluate import (
     Comparison,
@@ -349,3 +350,15 @@ def test_the_worker_names_the_setting_when_processbench_is_missing(tmp_path: Pat
     assert f"no processbench_*.jsonl in {tmp_path}" in (processbench_missing(tmp_path) or "")
     (tmp_path / "processbench_math.jsonl").write_text("")
     assert processbench_missing(tmp_path) is None
+
+
+def test_first_errors_judged_at_one_threshold_each_and_picked_by_mask() -> None:
+    solutions = evaluate.FirstErrors([[0.9, 0.2], [0.9, 0.8], [0.4, 0.9]], [1, -1, 0])
+
+    assert solutions.hits_at(np.array([0.5, 0.5, 0.5])).tolist() == [True, True, True]
+    assert solutions.hits_at(np.array([0.1, 0.85, 0.3])).tolist() == [False, False, False]
+    picked = solutions.subset(np.array([True, False, True]))
+    assert len(picked) == 2 and len(solutions) == 3
+    assert picked.erroneous.tolist() == [True, True]
+    assert picked.hits(0.5)[0].tolist() == solutions.hits(0.5)[0][[0, 2]].tolist()
+    assert evaluate.f1_from_hits(np.array([True, False]), np.array([True, False])) == 0.0
