@@ -11,6 +11,7 @@ from app.datasets import export
 from app.datasets.cursor import pull_window
 from app.datasets.export import ExportFilter
 from app.pull_options import PullOptions
+from app.read_ahead import read_ahead
 
 CURSOR_HEADER = "X-Steplabel-Next-Cursor"
 COUNT_HEADER = "X-Steplabel-Labels"
@@ -32,7 +33,9 @@ class Pull:
     next_cursor: str
 
     def lines(self) -> Iterator[str]:
-        return export.stream_export(self.engine, self.label_filter, self.export_format)
+        """The pull's text, chunk by chunk; the next chunks are read from the database while
+        the current one is sent (``read_ahead``)."""
+        return read_ahead(export.stream_export(self.engine, self.label_filter, self.export_format))
 
     def headers(self) -> dict[str, str]:
         """What a response streaming the pull says about it: the next cursor, the count."""
