@@ -128,7 +128,8 @@ from bench.active_learning_report import (
 )
 from bench.active_learning_rounds import REFERENCE, Run, Schedule, compare
 from bench.bon32 import BON32, HALVES, SAMPLES
-from bench.prm_quality import HEADS, SHARED_DATA
+from bench.prm_quality_data import SHARED_DATA
+from bench.prm_quality_training import HEADS
 from bench.prmbench import SUBSET as PRMBENCH
 from worker.eval_sets import PROCESSBENCH_SUBSETS
 from worker.pretrained import resolve_base_model

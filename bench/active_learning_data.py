@@ -16,7 +16,7 @@ from app.content_keys import normalized_problem
 from app.models import FinishReason
 from app.prm800k import completion_dict, dumps, parse_line, question_dict, record_dict, step_dict
 from bench.bon32 import BON32, Bon32Split, bon32_split, grades_file, load_bon32
-from bench.prm_quality import Split, split
+from bench.prm_quality_data import Split, split
 from bench.prmbench import SUBSET as PRMBENCH
 from bench.prmbench import prmbench_without, problem_group
 from worker.data import examples_from_record

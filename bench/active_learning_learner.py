@@ -18,7 +18,8 @@ from transformers import PreTrainedTokenizerBase
 
 from app.estimates import Statistic
 from bench.active_learning_data import Data
-from bench.prm_quality import HEADS, examples
+from bench.prm_quality_data import examples
+from bench.prm_quality_training import HEADS
 from worker import evaluate
 from worker.assess import step_set
 from worker.eval_sets import ProcessBenchItem

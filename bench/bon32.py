@@ -87,8 +87,8 @@ def _ground_truths(data: Path) -> dict[str, str]:
 def processbench_test_problems(data: Path) -> set[str]:
     """ProcessBench's test problems (normalized texts), split as every other table splits
     it: bench/prm_quality.py ``split``, test share 0.5, seed 0, by the problem's text."""
-    # Imported here: bench.prm_quality pulls in the worker's model code.
-    from bench.prm_quality import split
+    # Imported here: bench.prm_quality_data pulls in the worker's training code (torch).
+    from bench.prm_quality_data import split
 
     return {normalized_problem(i.problem) for i in split(load_processbench(data), 0.5, 0).test}
 

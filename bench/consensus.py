@@ -70,7 +70,8 @@ from bench.active_learning_learner import (
     snapshot,
 )
 from bench.active_learning_ratio import estimate, joint_draws, mean_over
-from bench.prm_quality import HEADS, SHARED_DATA
+from bench.prm_quality_data import SHARED_DATA
+from bench.prm_quality_training import HEADS
 from worker.eval_sets import ProcessBenchItem
 from worker.pretrained import resolve_base_model
 from worker.train import Example

@@ -67,21 +67,17 @@ from transformers import (
 )
 
 from app.core.config import get_settings
-from bench.prm_quality import (
+from bench.prm_quality import seed_list
+from bench.prm_quality_data import (
     CALIBRATION_SHARE,
-    FULL,
     SHARED_DATA,
     Scored,
     Split,
-    Trained,
     examples,
-    figures,
-    judge_model,
-    seed_list,
-    show_estimate,
-    smollm2_args,
     split_from_options,
 )
+from bench.prm_quality_report import figures, judge_model, show_estimate
+from bench.prm_quality_training import FULL, Trained, smollm2_args
 from worker.device import resolve_device, score_batch_size_on, uses_bf16
 from worker.eval_sets import (
     PROCESSBENCH_SUBSETS,

@@ -12,7 +12,7 @@ from bench.active_learning import main, parse
 from bench.active_learning_data import TEST_SHARE, training_example
 from bench.active_learning_ratio import labels_to_reach
 from bench.active_learning_report import primary_figure, rule_pick
-from bench.prm_quality import split
+from bench.prm_quality_data import split
 from worker.eval_sets import fixed_sample, load_processbench
 from worker.select import STRATEGIES
 

@@ -28,7 +28,7 @@ from bench.bon32 import (
     rule_agreement,
     simulated_first_error,
 )
-from bench.prm_quality import Split, split
+from bench.prm_quality_data import Split, split
 from worker.eval_sets import ProcessBenchItem, load_processbench
 from worker.split import split_key
 

@@ -10,26 +10,25 @@ import numpy as np
 import pytest
 
 from app.content_keys import normalized_problem
-from bench.prm_quality import (
+from bench.prm_quality import main
+from bench.prm_quality_data import (
+    PHASE1_TEST,
+    Split,
+    phase1_judged,
+    phase1_training,
+    restrict,
+    split,
+    with_prmbench,
+)
+from bench.prm_quality_report import figures, judge_model, pooled_estimate, print_table
+from bench.prm_quality_training import (
     FULL,
     HEADS,
     LORA,
-    PHASE1_TEST,
-    Split,
     Trained,
     cpu_deadline,
-    figures,
-    judge_model,
-    main,
-    phase1_judged,
-    phase1_training,
-    pooled_estimate,
-    print_table,
-    restrict,
     smollm2_args,
-    split,
     train_constant,
-    with_prmbench,
 )
 from worker import evaluate
 from worker.eval_sets import ProcessBenchItem, fixed_sample, load_processbench

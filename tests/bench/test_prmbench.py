@@ -4,7 +4,7 @@ from collections import Counter
 from pathlib import Path
 
 from app.content_keys import normalized_problem
-from bench.prm_quality import split
+from bench.prm_quality_data import split
 from bench.prmbench import (
     drop_problems,
     load_prmbench,

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from bench.prm_quality import Trained, figures, judge_model, split
+from bench.prm_quality_data import split
+from bench.prm_quality_report import figures, judge_model
+from bench.prm_quality_training import Trained
 from bench.trl_prm import main, padding_tokenizer, stepwise_rows, three_classes
 from worker.build import TINY_CONFIG
 from worker.eval_sets import ProcessBenchItem, fixed_sample, load_processbench
