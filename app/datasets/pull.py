@@ -33,9 +33,12 @@ class Pull:
     next_cursor: str
 
     def lines(self) -> Iterator[str]:
-        """The pull's text, chunk by chunk; the next chunks are read from the database while
-        the current one is sent (``read_ahead``)."""
-        return read_ahead(export.stream_export(self.engine, self.label_filter, self.export_format))
+        """The pull's text, chunk by chunk. On Postgres the next chunks are read while the
+        current one is sent (``read_ahead``): the server's work runs in its own process
+        beside ours. SQLite's work runs in this process, so a reading thread there only
+        adds switching (both measured: BENCHMARKS.md, issue 40, "reading ahead")."""
+        chunks = export.stream_export(self.engine, self.label_filter, self.export_format)
+        return read_ahead(chunks) if self.engine.dialect.name == "postgresql" else chunks
 
     def headers(self) -> dict[str, str]:
         """What a response streaming the pull says about it: the next cursor, the count."""
