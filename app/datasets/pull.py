@@ -35,8 +35,8 @@ class Pull:
     def lines(self) -> Iterator[str]:
         """The pull's text, chunk by chunk. On Postgres the next chunks are read while the
         current one is sent (``read_ahead``): the server's work runs in its own process
-        beside ours. SQLite's work runs in this process, so a reading thread there only
-        adds switching (both measured: BENCHMARKS.md, issue 40, "reading ahead")."""
+        beside ours. SQLite's work runs in this process, under its lock: a reading thread
+        there showed no gain (BENCHMARKS.md, issue 40, "reading ahead")."""
         chunks = export.stream_export(self.engine, self.label_filter, self.export_format)
         return read_ahead(chunks) if self.engine.dialect.name == "postgresql" else chunks
 
