@@ -93,9 +93,7 @@ from bench.prm_quality_training import (
     train_model,
 )
 from worker.device import resolve_device
-from worker.eval_sets import (
-    PROCESSBENCH_SUBSETS,
-)
+from worker.eval_sets import PROCESSBENCH_SUBSETS
 from worker.pretrained import PRETRAINED
 
 RECOMMENDED: dict[str, Any] = {
