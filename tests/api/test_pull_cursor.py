@@ -83,15 +83,29 @@ def _pull_until(engine: Engine, cursor: str, wanted: int) -> tuple[list[int], st
     return marks, cursor
 
 
+PULLS_BETWEEN = 10
+"""Labels a writer writes before it waits for the next pull: on a loaded machine SQLite's
+lock can go to the writers again and again, and the pulls would only come after them."""
+
+
 def test_pulls_during_writes_get_every_label_exactly_once(engine: Engine) -> None:
     labeler_id, solution_id = _setup(engine)
     writers, per_writer = 3, 40
     failures: list[BaseException] = []
+    pulled_once = threading.Condition()
+    pulls = 0
+
+    def wait_for_a_pull() -> None:
+        with pulled_once:
+            seen = pulls
+            pulled_once.wait_for(lambda: pulls > seen, timeout=10)
 
     def write(writer: int) -> None:
         pause = random.Random(writer)
         try:
             for i in range(per_writer):
+                if i and i % PULLS_BETWEEN == 0:
+                    wait_for_a_pull()
                 with Session(engine) as session:
                     _write_label(session, labeler_id, solution_id, writer * 1000 + i)
                     # Transactions overlap: ids are taken in one order and committed in another.
@@ -107,11 +121,12 @@ def test_pulls_during_writes_get_every_label_exactly_once(engine: Engine) -> Non
         thread.start()
     pulled: list[int] = []
     cursor = None
-    pulls = 0
     while any(thread.is_alive() for thread in threads):
         marks, cursor = _pull(engine, cursor)
         pulled += marks
-        pulls += 1
+        with pulled_once:
+            pulls += 1
+            pulled_once.notify_all()
     for thread in threads:
         thread.join()
     marks, cursor = _pull(engine, cursor)
