@@ -330,8 +330,10 @@ def test_no_page_is_wider_than_the_window(
                 continue  # a stranger's page: below
             if measured := visit(viewer, path):
                 wide[path] = measured
-            name = re.sub(r"\W+", "-", path.strip("/")) or "home"
-            viewer.screenshot(path=ARTIFACTS / f"{name}-{size[0]}.png", full_page=True)
+            if live_app.engine.dialect.name == "sqlite":
+                # The pictures for a reviewer, once: Postgres's pages look the same.
+                name = re.sub(r"\W+", "-", path.strip("/")) or "home"
+                viewer.screenshot(path=ARTIFACTS / f"{name}-{size[0]}.png", full_page=True)
         alice.context.clear_cookies()
         if measured := visit(alice, "/login"):
             wide["/login"] = measured
@@ -540,6 +542,9 @@ TABLES_PAST_THE_EDGE = """() => {
 }"""
 
 
+# The phone width on SQLite alone, as EACH_SIZE's phone cell (tests/browser/pages.py): the
+# server never learns the window's size, so Postgres's pages would lay out the same.
+@pytest.mark.sqlite_only
 def test_no_admin_table_hides_columns_past_the_edge_of_a_phone(
     browser: Browser, live_app: LiveApp, project: Project
 ) -> None:
