@@ -165,6 +165,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="head: the CPU default; full: fine-tune the whole PRM each round (a GPU's)",
     )
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        help="training passes each round (default: the model's and mode's, "
+        "worker/training_args.py); fewer only to try the bench out, never for figures",
+    )
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument(
         "--corpus",

@@ -58,6 +58,7 @@ class Learner:
             options.base_model,
             mode=options.mode,
             device=options.device,
+            epochs=options.epochs,
             seed=MODEL_SEED,
             **head,
         )

@@ -269,6 +269,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--error-high", type=float, default=0.5)
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--head", choices=sorted(HEADS), default=LEARNER_HEAD)
+    parser.add_argument("--epochs", type=int, help="the head's training passes (a quick try)")
     parser.add_argument("--cache-dir", type=Path)
     parser.add_argument("--json", type=Path)
     options = parser.parse_args(argv)

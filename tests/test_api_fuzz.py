@@ -70,6 +70,11 @@ class Actor:
 
     holds_token: bool = False
     """A pipeline with an API token (``TOKEN_HOLDER``'s, every scope), not a browser."""
+    login_version: int = 0
+    """The user's session version when the actor logged in: their login stands while the
+    user is active and the version unchanged (app/auth/sessions.py)."""
+    secret: str = ""
+    """The token holder's token."""
 
     @property
     def name(self) -> str:
@@ -92,26 +97,42 @@ class Actor:
             response = client.post("/login", data=form, follow_redirects=False)
             assert response.status_code == 303, response.text
             token = csrf_from(client.get("/me").text)
+            with Session(self.engine) as session:
+                self.login_version = users.user_by_name(session, self.name).session_version
         self.cookies = dict(client.cookies.items())
         self.headers = {"X-CSRF-Token": token}
 
     def keep_logged_in(self) -> None:
         """Log in again if the fuzzer ended the actor's session: as an admin it may log
-        out, deactivate either actor, reset their passwords or end their sessions."""
+        out, deactivate either actor, reset their passwords or end their sessions.
+
+        Whether the login stands is read from the database as the app reads it, not asked
+        over HTTP: a request per actor after every change was a fifth of the run."""
         if self.role is None:
             return
+        with Session(self.engine) as session:
+            if self._logged_in(session):
+                return
+            users.reactivate(session, self.name)
+            users.reset_password(session, self.name, PASSWORD)
+            session.commit()
+        self.log_in()
+
+    def answered_as_logged_in(self) -> bool:
+        """Whether the app takes the actor's login: what ``keep_logged_in`` read from the
+        database, asked over HTTP."""
         me = TestClient(self.app, cookies=self.cookies).get(
             "/api/v1/me" if self.holds_token else "/me",
             headers=self.headers,
             follow_redirects=False,
         )
-        if me.status_code == 200:
-            return
-        with Session(self.engine) as session:
-            users.reactivate(session, self.name)
-            users.reset_password(session, self.name, PASSWORD)
-            session.commit()
-        self.log_in()
+        return me.status_code == 200
+
+    def _logged_in(self, session: Session) -> bool:
+        if self.holds_token:
+            return tokens.token_holder(session, self.secret) is not None
+        user = users.user_by_name(session, self.name)
+        return user.is_active and user.session_version == self.login_version
 
     def _new_token(self) -> None:
         """A token of every scope for ``TOKEN_HOLDER`` (the fuzzer, as an admin, may revoke
@@ -123,6 +144,7 @@ class Actor:
             )
             session.commit()
         self.cookies = {}
+        self.secret = secret
         self.headers = {"Authorization": f"Bearer {secret}"}
 
 
@@ -229,6 +251,11 @@ def test_no_generated_request_gets_a_server_error(
     for operation in _operations(app)[part::PARTS]:
         for mode, examples in EXAMPLES[backend].items():
             _fuzz(operation, actors, mode, examples, total)
+        for actor in actors:
+            actor.keep_logged_in()
+            assert actor.role is None or actor.answered_as_logged_in(), (
+                f"{actor.name}: logged in by the database, refused by the app"
+            )
     elapsed = time.perf_counter() - started
     print(f"{backend}, part {part}: {total.requests} requests in {elapsed:.0f} s")
     print(dict(total.statuses))

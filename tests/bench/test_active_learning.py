@@ -97,6 +97,7 @@ def test_every_strategy_labels_each_budget_and_never_a_test_problem(
     main(
         [
             "--model=tiny",
+            "--epochs=2",
             f"--subsets={','.join(SUBSETS)}",
             f"--per-subset={PER_SUBSET}",
             f"--seed-size={SEED_SIZE}",
@@ -150,6 +151,7 @@ def test_seeds_side_by_side_give_the_figures_of_one_process(
         main(
             [
                 "--model=tiny",
+                "--epochs=2",
                 f"--subsets={','.join(SUBSETS)}",
                 f"--per-subset={PER_SUBSET}",
                 f"--seed-size={SEED_SIZE}",
@@ -193,6 +195,7 @@ def test_full_mode_trains_without_the_feature_cache_and_records_the_device(
     main(
         [
             "--model=tiny",
+            "--epochs=2",
             "--mode=full",
             "--device=cpu",
             "--subsets=gsm8k",
@@ -224,6 +227,7 @@ def test_a_stopped_run_goes_on_from_the_seeds_it_finished(
         main(
             [
                 "--model=tiny",
+                "--epochs=2",
                 f"--subsets={','.join(SUBSETS)}",
                 f"--per-subset={PER_SUBSET}",
                 f"--seed-size={SEED_SIZE}",

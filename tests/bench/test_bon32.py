@@ -287,6 +287,7 @@ def test_the_bon32_default_writes_the_default_strategy_and_marks_the_primary_row
             "--corpus=bon32",
             f"--data={data}",
             "--model=tiny",
+            "--epochs=2",
             "--half=calibration",
             "--judge=calibration",
             "--samples=8,32",

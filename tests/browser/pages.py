@@ -64,6 +64,21 @@ def logged_in(
         context.close()
 
 
+SETTLED = """() => document.fonts.ready.then(
+  () => !document.querySelector(".htmx-request")
+)"""
+
+
+def settle(page: Page) -> None:
+    """Wait until a page that has loaded is as a reader sees it: its fonts (KaTeX's among
+    them) loaded and no htmx request in flight.
+
+    Not Playwright's "networkidle", which waits for half a second without a request after
+    every page (12 of the 25 seconds the admin pages' width check took, issue 42): the
+    pages load nothing after their load event but fonts and htmx's requests."""
+    page.wait_for_function(SETTLED)
+
+
 def task_section(page: Page) -> Locator:
     return page.locator("#task")
 

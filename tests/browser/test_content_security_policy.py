@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from app.models import Role
 from tests.browser.conftest import TIMEOUT_MS
 from tests.browser.live import Labeler, LiveApp, SolutionSpec, queue
-from tests.browser.pages import log_in, submit_login, wait_for_task
+from tests.browser.pages import log_in, settle, submit_login, wait_for_task
 from tests.factories import PASSWORD, make_user
 
 pytestmark = pytest.mark.sqlite_only
@@ -68,7 +68,7 @@ def test_the_admin_pages_run_under_the_policy(admin_page: Page) -> None:
     for path in ADMIN_PAGES:
         response = admin_page.goto(path)
         assert response is not None and response.ok, path
-        admin_page.wait_for_load_state("networkidle")
+        settle(admin_page)
     assert refused == []
 
 

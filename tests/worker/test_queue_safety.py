@@ -28,6 +28,10 @@ STALE_AFTER = timedelta(seconds=2)
 SLOW_SCORING_S = 20.0
 """Longer than the second worker takes, once it has taken the first run for dead, to train
 and read the pool: so without heartbeats both would select from one pool."""
+DECLINED_FOR = 3 * STALE_AFTER
+"""How long into the first run's scoring the second worker must have kept declining to
+run before the scoring may end early: past this, a run without heartbeats would have been
+taken for dead and the second worker busy with its own (and the scoring waits it out)."""
 
 
 def test_two_workers_at_once_queue_each_solution_once(
@@ -41,9 +45,12 @@ def test_two_workers_at_once_queue_each_solution_once(
     label_queued(engine, limit=30)
     monkeypatch.setattr(runs, "STALE_AFTER", STALE_AFTER)
     score = cycle.score_solutions
+    scoring_since: list[float] = []
+    declined_while_stale = threading.Event()
 
     def slow_scoring(*args: Any, **kwargs: Any) -> Any:
-        time.sleep(SLOW_SCORING_S)
+        scoring_since.append(time.monotonic())
+        declined_while_stale.wait(SLOW_SCORING_S)
         return score(*args, **kwargs)
 
     monkeypatch.setattr(cycle, "score_solutions", slow_scoring)
@@ -65,6 +72,9 @@ def test_two_workers_at_once_queue_each_solution_once(
             if outcome is not None:
                 outcomes.append(outcome)
                 return
+            stale_since = [t + DECLINED_FOR.total_seconds() for t in scoring_since]
+            if stale_since and time.monotonic() > stale_since[0]:
+                declined_while_stale.set()
             time.sleep(0.2)
 
     one = threading.Thread(target=first)
