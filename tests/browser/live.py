@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session, selectinload
@@ -40,6 +41,9 @@ class LiveApp:
     engine: Engine
     labels_made: list[tuple[str, str]] = field(default_factory=list)
     """(labeler uuid, finish reason) of each submit the server answered with created: true."""
+    login_cookies: dict[str, list[Any]] = field(default_factory=dict)
+    """Per user name, the cookies of their last login through the form on this server
+    (tests/browser/pages.py ``logged_in``)."""
 
 
 @dataclass(frozen=True)
