@@ -4,11 +4,16 @@ one is being sent, so that the database's work overlaps the response's.
 A pull of labels is mostly waiting: on the database for a chunk, then on the client for the
 bytes. Done in turn, the two waits add up; read ahead, the longer one is the pull's time.
 The thread holds at most ``depth`` pieces, so memory stays bounded however large the pull.
+
+Where the pieces can be read independently (``read_side_by_side``), several threads read
+them at once: on Postgres each through a connection, and so a server process, of its own.
 """
 
 import queue
 import threading
-from collections.abc import Generator, Iterator
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
@@ -72,3 +77,23 @@ def read_ahead(pieces: Iterator[Piece], depth: int = 2) -> Generator[Piece, None
     finally:
         stop.set()
         thread.join(timeout=JOIN_TIMEOUT_S)
+
+
+def read_side_by_side(
+    reads: Iterable[Callable[[], Piece]], workers: int = 2, depth: int = 3
+) -> Generator[Piece, None, None]:
+    """What each of ``reads`` returns, in order; ``workers`` threads run them, at most
+    ``depth`` ahead of the reader. An error is raised at its place in the stream; closing
+    this generator early cancels the reads not begun and waits for those running."""
+    pending: deque[Future[Piece]] = deque()
+    with ThreadPoolExecutor(workers, thread_name_prefix="read-side-by-side") as pool:
+        try:
+            for read in reads:
+                pending.append(pool.submit(read))
+                if len(pending) > depth:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()

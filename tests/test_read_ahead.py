@@ -1,13 +1,15 @@
 """app/read_ahead.py: a stream read by a thread ahead of its reader, in order, bounded,
 its errors raised in place, stopped when the reader stops."""
 
+import functools
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from app.read_ahead import read_ahead
+from app.read_ahead import read_ahead, read_side_by_side
 
 
 class Pieces:
@@ -73,3 +75,57 @@ def test_a_reader_that_stops_early_stops_the_thread_and_closes_the_source() -> N
     assert source.closed
     assert source.made < 10
     assert not any(t.name == "read-ahead" for t in threading.enumerate())
+
+
+def slow_reads(count: int, started: list[int], fail_at: int | None = None) -> Iterator[Any]:
+    """Reads of numbered pieces that take a little while, the later ones less: run side
+    by side they finish out of order. Each notes in ``started`` that it began."""
+
+    def read(n: int) -> int:
+        started.append(n)
+        time.sleep(0.002 * (count - n))
+        if n == fail_at:
+            raise RuntimeError(f"the database went away at piece {n}")
+        return n
+
+    return (functools.partial(read, n) for n in range(count))
+
+
+def test_reads_side_by_side_come_back_in_order_from_several_threads() -> None:
+    started: list[int] = []
+    threads: set[str] = set()
+
+    def noted(read: Any) -> Any:
+        def run() -> int:
+            threads.add(threading.current_thread().name)
+            return int(read())
+
+        return run
+
+    pieces = read_side_by_side((noted(r) for r in slow_reads(30, started)), workers=2)
+
+    assert list(pieces) == list(range(30))
+    assert len(threads) == 2 and all(t.startswith("read-side-by-side") for t in threads)
+
+
+def test_reads_side_by_side_stay_at_most_depth_ahead_and_stop_with_the_reader() -> None:
+    started: list[int] = []
+    stream = read_side_by_side(slow_reads(1000, started), workers=2, depth=3)
+    assert next(stream) == 0
+    time.sleep(0.3)  # time to begin every read it may
+    # The one handed over, three waiting, the one submitted before the reader was asked.
+    assert len(started) <= 5
+
+    stream.close()
+
+    assert len(started) <= 5
+    assert not any(t.name.startswith("read-side-by-side") for t in threading.enumerate())
+
+
+def test_an_error_side_by_side_is_raised_at_its_place() -> None:
+    read: list[int] = []
+    with pytest.raises(RuntimeError, match="went away at piece 3"):
+        for piece in read_side_by_side(slow_reads(10, [], fail_at=3)):
+            read.append(piece)
+
+    assert read == [0, 1, 2]

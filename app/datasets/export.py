@@ -8,9 +8,11 @@ Labels stream in id order (import order) in chunks, so memory stays flat however
 the dataset grows. Imported labels and labels made in the app go through the same code.
 """
 
+import functools
+import itertools
 import json
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -292,10 +294,15 @@ _LINE_COLUMNS = (
 )
 
 
-def line_chunk(session: Session, label_filter: ExportFilter, after: int) -> tuple[int, str]:
-    """The next CHUNK_SIZE selected labels after label ``after`` as PRM800K JSONL, the lines
-    ``export_line`` writes: (the last label's id, 0 when there are none; the text)."""
+def line_chunk(
+    session: Session, label_filter: ExportFilter, after: int, upto: int | None = None
+) -> tuple[int, str]:
+    """The next CHUNK_SIZE selected labels after label ``after`` (up to label ``upto``) as
+    PRM800K JSONL, the lines ``export_line`` writes: (the last label's id, 0 when there are
+    none; the text)."""
     conditions = [*label_filter.conditions(), LABELS.id > after]
+    if upto is not None:
+        conditions.append(LABELS.id <= upto)
     rows = session.execute(_selected(_LINE_COLUMNS, conditions).limit(CHUNK_SIZE)).all()
     if not rows:
         return 0, ""
@@ -542,6 +549,37 @@ def stream_export(
         lines = (export_line(record, export_format) for _id, _solution, record in labels)
         yield "".join(line for line in lines if line is not None)
         after = labels[-1][0]
+
+
+def chunk_ends(session: Session, label_filter: ExportFilter) -> list[int]:
+    """The id of every CHUNK_SIZE-th selected label, and of the last: chunk k holds the
+    selected labels after end k-1 up to end k. Within a pull's window the labels are final,
+    so the chunks hold the same labels whenever, and in whichever order, they are read."""
+    numbered = _selected(
+        [LABELS.id, func.row_number().over(order_by=LABELS.id).label("n")],
+        label_filter.conditions(),
+    ).subquery()
+    ends = list(
+        session.scalars(
+            select(numbered.c.id).where(numbered.c.n % CHUNK_SIZE == 0).order_by(numbered.c.id)
+        )
+    )
+    last = session.scalar(select(func.max(numbered.c.id)))
+    return ends if last is None or last in ends[-1:] else [*ends, last]
+
+
+def stored_line_reads(engine: Engine, label_filter: ExportFilter) -> Iterator[Callable[[], str]]:
+    """``stream_export``'s PRM800K chunks as reads that can run side by side, each in a
+    short transaction of its own (app/read_ahead.py, ``read_side_by_side``)."""
+    with transaction(engine) as session:
+        ends = chunk_ends(session, label_filter)
+
+    def read(after: int, upto: int) -> str:
+        with transaction(engine) as session:
+            return line_chunk(session, label_filter, after, upto)[1]
+
+    for after, upto in itertools.pairwise([0, *ends]):
+        yield functools.partial(read, after, upto)
 
 
 def _stored_lines(engine: Engine, label_filter: ExportFilter) -> Iterator[str]:

@@ -11,7 +11,7 @@ from app.datasets import export
 from app.datasets.cursor import pull_window
 from app.datasets.export import ExportFilter
 from app.pull_options import PullOptions
-from app.read_ahead import read_ahead
+from app.read_ahead import read_ahead, read_side_by_side
 
 CURSOR_HEADER = "X-Steplabel-Next-Cursor"
 COUNT_HEADER = "X-Steplabel-Labels"
@@ -34,11 +34,16 @@ class Pull:
 
     def lines(self) -> Iterator[str]:
         """The pull's text, chunk by chunk. On Postgres the next chunks are read while the
-        current one is sent (``read_ahead``): the server's work runs in its own process
-        beside ours. SQLite's work runs in this process, under its lock: a reading thread
-        there showed no gain (BENCHMARKS.md, issue 40, "reading ahead")."""
-        chunks = export.stream_export(self.engine, self.label_filter, self.export_format)
-        return read_ahead(chunks) if self.engine.dialect.name == "postgresql" else chunks
+        current one is sent, by two threads at once where the chunks are PRM800K lines
+        (``read_side_by_side``; else ``read_ahead``): the server's work, most of a pull's,
+        runs in server processes of their own beside ours. SQLite's work runs in this
+        process, under its lock: a reading thread there showed no gain (BENCHMARKS.md,
+        issue 40, "reading ahead")."""
+        if self.engine.dialect.name != "postgresql":
+            return export.stream_export(self.engine, self.label_filter, self.export_format)
+        if self.export_format == "prm800k" and not self.label_filter.consensus:
+            return read_side_by_side(export.stored_line_reads(self.engine, self.label_filter))
+        return read_ahead(export.stream_export(self.engine, self.label_filter, self.export_format))
 
     def headers(self) -> dict[str, str]:
         """What a response streaming the pull says about it: the next cursor, the count."""

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import Engine, func, select, update
 from sqlalchemy.orm import Session
 
 from app import prm800k
@@ -36,6 +36,7 @@ from app.datasets.importing import import_problems, import_solutions
 from app.datasets.reading import read_jsonl
 from app.models import Label, Role, Solution, User
 from app.quality.questions import set_gold
+from app.read_ahead import read_side_by_side
 from tests.datasets.test_prm800k_roundtrip import edge_case_text, export_text, import_text
 from tests.factories import make_label, make_solution, make_user
 from tests.labeling.test_queue import NOW
@@ -87,6 +88,33 @@ def test_filters_select_the_same_lines(session: Session, shared_data: Path) -> N
         ExportFilter(generations=[1]),
     ):
         assert pulled(session, label_filter) == export_text(session, label_filter)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 3, 4, 100])
+def test_chunks_read_side_by_side_are_the_pull_in_order(
+    engine: Engine, shared_data: Path, monkeypatch: pytest.MonkeyPatch, chunk_size: int
+) -> None:
+    """Postgres's pull reads its chunks two at a time (app/datasets/pull.py): cut at
+    ``chunk_ends``, in any order, they add up to the export, under every filter."""
+    with Session(engine) as session:
+        import_text(session, edge_case_text())
+        import_text(session, (shared_data / "prm800k_raw_samples.jsonl").read_text())
+        session.commit()
+    monkeypatch.setattr(export, "CHUNK_SIZE", chunk_size)
+    for label_filter in (
+        ExportFilter(),
+        ExportFilter(include_quality_control=False),
+        ExportFilter(generations=[1]),
+        ExportFilter(generations=[99]),  # none
+    ):
+        with Session(engine) as session:
+            expected = export_text(session, label_filter)
+            ends = export.chunk_ends(session, label_filter)
+            selected = export.count_labels(session, label_filter)
+        assert len(ends) == -(-selected // chunk_size)  # the last chunk may be short
+        reads = list(export.stored_line_reads(engine, label_filter))
+        backwards = "".join(reversed([read() for read in reversed(reads)]))
+        assert "".join(read_side_by_side(reads)) == backwards == expected
 
 
 def _lines(*records: dict[str, Any]) -> io.BytesIO:
