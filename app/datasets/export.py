@@ -556,16 +556,15 @@ def chunk_ends(session: Session, label_filter: ExportFilter) -> list[int]:
     selected labels after end k-1 up to end k. Within a pull's window the labels are final,
     so the chunks hold the same labels whenever, and in whichever order, they are read."""
     numbered = _selected(
-        [LABELS.id, func.row_number().over(order_by=LABELS.id).label("n")],
+        [
+            LABELS.id,
+            func.row_number().over(order_by=LABELS.id).label("n"),
+            func.count().over().label("selected"),
+        ],
         label_filter.conditions(),
     ).subquery()
-    ends = list(
-        session.scalars(
-            select(numbered.c.id).where(numbered.c.n % CHUNK_SIZE == 0).order_by(numbered.c.id)
-        )
-    )
-    last = session.scalar(select(func.max(numbered.c.id)))
-    return ends if last is None or last in ends[-1:] else [*ends, last]
+    last_of_chunk = or_(numbered.c.n % CHUNK_SIZE == 0, numbered.c.n == numbered.c.selected)
+    return list(session.scalars(select(numbered.c.id).where(last_of_chunk).order_by(numbered.c.id)))
 
 
 def stored_line_reads(engine: Engine, label_filter: ExportFilter) -> Iterator[Callable[[], str]]:

@@ -72,8 +72,7 @@ def test_two_workers_at_once_queue_each_solution_once(
             if outcome is not None:
                 outcomes.append(outcome)
                 return
-            stale_since = [t + DECLINED_FOR.total_seconds() for t in scoring_since]
-            if stale_since and time.monotonic() > stale_since[0]:
+            if scoring_since and time.monotonic() > scoring_since[0] + DECLINED_FOR.total_seconds():
                 declined_while_stale.set()
             time.sleep(0.2)
 
