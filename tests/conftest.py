@@ -180,8 +180,8 @@ def postgres_available() -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Drop the Postgres runs of tests marked sqlite_only (or of their parameters marked so):
     the worker's slow end-to-end tests (a subprocess, a model trained), whose SQL the
-    repository tests and one end-to-end test already run on both backends, and the browser's
-    layout checks, whose pages other browser tests drive on both."""
+    repository tests and one end-to-end test already run on both backends, and the browser
+    tests but a few (tests/browser/conftest.py), whose routes the HTTP tests run on both."""
     dropped = [
         item
         for item in items

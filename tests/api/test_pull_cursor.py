@@ -13,7 +13,8 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.consensus.service import PROVENANCE_KEY
-from app.datasets.export import ExportFilter, write_consensus_export
+from app.datasets import export
+from app.datasets.export import ExportFilter, write_consensus_export, write_export
 from app.datasets.pull import PullError, plan_pull
 from app.models import Solution, User
 from app.pull_options import PullOptions
@@ -166,20 +167,38 @@ def test_a_consensus_pull_is_the_consensus_export_and_refuses_a_cursor(engine: E
             plan_pull(session, PullOptions(consensus=True, since=pull.next_cursor))
         with pytest.raises(PullError, match="format=prm800k"):
             plan_pull(session, PullOptions(consensus=True, format="trl"))
-    pulled = _consensus_until(engine, expected.getvalue())
+    pulled = _pulled_until(engine, PullOptions(consensus=True), expected.getvalue())
     assert pulled == expected.getvalue()
     [line] = [json.loads(text) for text in pulled.splitlines()]
     assert line[PROVENANCE_KEY]["solution_id"] == voted_id  # the tie awaits adjudication
 
 
-def _consensus_until(engine: Engine, expected: str) -> str:
-    """A consensus pull's text once it holds ``expected``, or the last one after 60 s: its
-    window stops at the server's horizon too, which another database's open transaction
-    holds back (labels come late, never lost)."""
+def test_a_trl_pull_is_the_trl_export_chunk_by_chunk(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TRL rows are built from the rows a chunk at a time (two labels here, in three
+    chunks), on Postgres a chunk read ahead while the one before is sent."""
+    monkeypatch.setattr(export, "CHUNK_SIZE", 2)
+    with Session(engine) as session:
+        labeler = make_user(session, "lab")
+        for ratings in ([1, 1, 1], [1, -1], [0, 1, 1], [-1], [1, 0, -1]):
+            make_rated_label(session, labeler, make_solution(session, THREE_STEPS), ratings)
+        session.commit()
+        expected = io.StringIO()
+        write_export(session, expected, ExportFilter(), "trl")
+    pulled = _pulled_until(engine, PullOptions(format="trl"), expected.getvalue())
+    assert pulled == expected.getvalue()
+    assert len(pulled.splitlines()) == 5
+
+
+def _pulled_until(engine: Engine, options: PullOptions, expected: str) -> str:
+    """A pull's text once it holds ``expected``, or the last one after 60 s: on Postgres its
+    window stops at the server's horizon, which another database's open transaction holds
+    back (labels come late, never lost)."""
     deadline = time.monotonic() + 60
     while True:
         with Session(engine) as session:
-            pull = plan_pull(session, PullOptions(consensus=True))
+            pull = plan_pull(session, options)
         pulled = "".join(pull.lines())  # in its own transaction, as the API's
         if pulled == expected or time.monotonic() > deadline:
             return pulled

@@ -1,10 +1,17 @@
 """Fixtures: one headless Chromium per session, a live server per module and backend, a
 labeler and a fresh browser context per test.
 
-The server runs on a fresh migrated database of each backend (made by the factory behind
-the ``database_url`` fixture) for a whole module, so that a module's last test can export
+The server runs on a fresh migrated database (made by the factory behind the
+``database_url`` fixture) for a whole module, so that a module's last test can export
 what the tests before it made. Each test has its own labeler and opens the queue to its own
 solutions only (``live.queue``), so no test depends on another's leftovers.
+
+The browser tests run on SQLite alone, but for those marked ``both_backends``: a page's
+requests are the app's routes, which the HTTP tests (tests/labeling, tests/admin, tests/api)
+run on both backends. Measured with coverage (BENCHMARKS.md, "The test suite's time",
+session 24), the browser tests on Postgres ran no SQL of app/ that the other tests do not
+run on Postgres. What the browser sees that differs by backend (the database server away,
+commits that order requests, a pull's horizon) is tested on both.
 
 Without Chromium at CHROMIUM the tests are skipped, except under CI=true, where they fail.
 """
@@ -32,11 +39,14 @@ expect.set_options(timeout=TIMEOUT_MS)
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's hook reads the group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``--dist loadgroup``), each module's tests in one process: they
-    share the module's server, and a module's last test reads what the others made."""
+    share the module's server, and a module's last test reads what the others made. And
+    SQLite alone for a test not marked ``both_backends`` (tests/conftest.py drops the rest)."""
     here = Path(__file__).parent
     for item in items:
         if item.path.parent == here:
             item.add_marker(pytest.mark.xdist_group(f"browser-{item.path.stem}"))
+            if item.get_closest_marker("both_backends") is None:
+                item.add_marker(pytest.mark.sqlite_only)
 
 
 @pytest.fixture(scope="session")

@@ -15,13 +15,8 @@ from tests.factories import PASSWORD
 
 SIZES = {"1280x900": (1280, 900), "390x844": (390, 844)}
 """The window sizes (width, height) the pages are checked at: a desktop's and a phone's."""
-EACH_SIZE = [
-    pytest.param(SIZES["1280x900"], id="1280x900"),
-    pytest.param(SIZES["390x844"], id="390x844", marks=pytest.mark.sqlite_only),
-]
-"""SIZES as a test's parameters. The server never learns the window's size, so the phone
-cell on Postgres would get the same answers as the desktop one and lay them out as on
-SQLite: the phone width runs on SQLite alone."""
+EACH_SIZE = [pytest.param(size, id=name) for name, size in SIZES.items()]
+"""SIZES as a test's parameters."""
 
 
 def log_in(page: Page, labeler: Labeler) -> None:

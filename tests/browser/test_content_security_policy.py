@@ -1,9 +1,5 @@
 """The pages under the Content-Security-Policy, in Chromium: nothing refused, and what
-inline handlers once did still works.
-
-On SQLite alone: the policy is a header on every answer and the scripts it governs are the
-same whatever the backend; the pages' requests run on Postgres in the other browser modules.
-"""
+inline handlers once did still works."""
 
 import re
 import uuid
@@ -18,8 +14,6 @@ from tests.browser.conftest import TIMEOUT_MS
 from tests.browser.live import Labeler, LiveApp, SolutionSpec, queue
 from tests.browser.pages import log_in, settle, submit_login, wait_for_task
 from tests.factories import PASSWORD, make_user
-
-pytestmark = pytest.mark.sqlite_only
 
 ADMIN_PAGES = [
     "/admin",

@@ -287,8 +287,7 @@ CLIPPED_CHART_TEXT = """() => [...document.querySelectorAll("main svg.chart-svg"
 })"""
 
 
-# The phone width on SQLite alone, as EACH_SIZE: the server never learns the window's width.
-@pytest.mark.parametrize("width", [1280, pytest.param(390, marks=pytest.mark.sqlite_only)])
+@pytest.mark.parametrize("width", [1280, 390])
 def test_chart_labels_are_not_clipped(admin_page: Page, width: int) -> None:
     admin_page.set_viewport_size({"width": width, "height": 900})
     for path in ("/admin", *(f"/admin/throughput?window={key}" for key in ("24h", "7d", "30d"))):

@@ -21,6 +21,8 @@ from tests.factories import make_label, make_solution, make_user
 
 ARTIFACTS = ROOT / "test-artifacts" / "export-page"
 
+pytestmark = pytest.mark.both_backends  # a pull's window on Postgres stops at the horizon
+
 
 @pytest.fixture(scope="module")
 def labeled(live_app: LiveApp) -> LiveApp:

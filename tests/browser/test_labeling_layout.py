@@ -2,9 +2,6 @@
 what covers what, what scrolls, and how steps, candidates, answers and dialogs read.
 
 Each size leaves a screenshot in test-artifacts/ to look at.
-
-On SQLite alone: a layout comes from the page and its data, not from the backend; the
-labeling page's requests run on Postgres in test_labeling_page.py.
 """
 
 import pytest
@@ -16,8 +13,6 @@ from tests.browser.pages import log_in, press, status, step, task_swap, wait_for
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 ARTIFACTS = ROOT / "test-artifacts"
-
-pytestmark = pytest.mark.sqlite_only
 
 # A long task, as PRM800K has them: many steps, display math, the answer in the last one.
 LONG = SolutionSpec(

@@ -565,6 +565,7 @@ def test_a_note_over_the_limit_is_counted_and_refused(
     assert label.note == "x" * 2000
 
 
+@pytest.mark.both_backends  # SQLite, a file, has no server to be away
 def test_a_submit_while_the_database_is_away_is_sent_again_by_the_page(
     live_app: LiveApp, labeler: Labeler, page: Page
 ) -> None:

@@ -19,6 +19,8 @@ from tests.browser.live import SUBMIT_PATH, Labeler, LiveApp, SolutionSpec, labe
 from tests.browser.pages import log_in, press, task_swap, wait_for_task
 from tests.browser.slow_commit import SLOW_COMMIT_S, delay_commit
 
+pytestmark = pytest.mark.both_backends  # commits that order the requests: each backend's own
+
 SOLUTION = SolutionSpec(["Add $1$ and $1$.", "So it is $2$.\n\n# Answer\n\n2"], answer="2")
 
 
