@@ -176,8 +176,8 @@ def test_a_consensus_pull_is_the_consensus_export_and_refuses_a_cursor(engine: E
 def test_a_trl_pull_is_the_trl_export_chunk_by_chunk(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """TRL rows are built from the rows a chunk at a time (two labels here, in three
-    chunks), on Postgres a chunk read ahead while the one before is sent."""
+    """A TRL pull builds its rows a chunk of labels at a time (two a chunk here: three
+    chunks for five labels); on Postgres the next chunk is read while one is sent."""
     monkeypatch.setattr(export, "CHUNK_SIZE", 2)
     with Session(engine) as session:
         labeler = make_user(session, "lab")
