@@ -36,6 +36,7 @@ guard its entry point with ``if __name__ == "__main__":``, as multiprocessing re
 every start method but fork.
 """
 
+import functools
 import logging
 import multiprocessing
 import os
@@ -75,6 +76,9 @@ POOL_START_SECONDS = 60.0
 """How long a fresh pool may take to start its workers (imports included)."""
 _MAX_LOSSES = 2
 """A pair whose pool broke under it this many times (not by a timeout's kill) is undecided."""
+PARSED_KEPT = 1024
+"""Parsed answers each pool worker keeps (``_parsed``): some 22 MB (22 KB an answer with
+sympy's own caches, measured on MATH500's answers)."""
 _POLL_SECONDS = 0.05
 
 # Normalization
@@ -368,16 +372,30 @@ def shutdown_pool() -> None:
 
 def _verify_parsed(answer: str, gold: str) -> Verdict:
     """math-verify on two normalized answers, without its signal-based time limits."""
-    from math_verify import parse, verify
+    from math_verify import verify
 
-    parsed_gold = parse(f"${gold}$", parsing_timeout=None)
+    parsed_gold = _parsed(gold)
     # parse() gives sympy objects, plus the raw string as a fallback.
     if all(isinstance(item, str) for item in parsed_gold):
         return None  # a ground truth that is no mathematical expression decides nothing
-    parsed_answer = parse(f"${answer}$", parsing_timeout=None)
+    parsed_answer = _parsed(answer)
     # "x \ge 3" and "[3, \infty)" are the same set, whichever of them is the ground truth.
-    verdict = verify(parsed_gold, parsed_answer, allow_set_relation_comp=True, timeout_seconds=None)
+    verdict = verify(
+        list(parsed_gold), list(parsed_answer), allow_set_relation_comp=True, timeout_seconds=None
+    )
     return bool(verdict)
+
+
+@functools.lru_cache(maxsize=PARSED_KEPT)
+def _parsed(normalized: str) -> tuple[object, ...]:
+    """math-verify's parse of a normalized answer, kept by the pool's process: parsing is
+    over half of a comparison's time, and an answer compared with many (``answer_groups``'s
+    representatives, a ground truth with each of its solutions' answers) was parsed anew
+    each time (BENCHMARKS, "Grading"). Safe to share: sympy's expressions are immutable,
+    and ``verify`` gets lists of its own."""
+    from math_verify import parse
+
+    return tuple(parse(f"${normalized}$", parsing_timeout=None))
 
 
 def is_equivalent(answer: str, ground_truth: str, *, timeout_seconds: float = 5.0) -> Verdict:

@@ -78,7 +78,7 @@ class Bon32:
     notes: dict[str, Any]
 
 
-def _ground_truths(data: Path) -> dict[str, str]:
+def ground_truths(data: Path) -> dict[str, str]:
     """MATH-500's true answers by bon32 problem id: math500_NNN is line NNN+1."""
     with (data / MATH500).open() as lines:
         return {f"math500_{n:03d}": json.loads(line)["answer"] for n, line in enumerate(lines)}
@@ -97,9 +97,8 @@ def load_bon32(data: Path, grades: Path | None = None) -> Bon32:
     """Every solution of the file whose problem is no ProcessBench test problem, graded
     again (the verdicts kept in ``grades``, a JSON file, when given: grading 32,000 answers
     takes minutes), with its simulated labels."""
-    truths = _ground_truths(data)
-    with gzip.open(data / FILE, "rt") as lines:
-        records = [json.loads(line) for line in lines]
+    truths = ground_truths(data)
+    records = read_records(data)
     verdicts = _grades(records, truths, grades)
     tests = processbench_test_problems(data)
     solutions = []
@@ -145,16 +144,29 @@ def _grades(records: list[dict[str, Any]], truths: dict[str, str], path: Path | 
         kept = json.loads(path.read_text())
         if kept.get("key") == key:
             return [bool(v) for v in kept["verdicts"]]
-    pairs = []
-    for record in records:
-        answer = final_answer_of(record["steps"]) or record["answer"] or ""
-        truth = truths.get(record["problem_id"], record["ground_truth"])
-        pairs.append((answer, truth))
-    verdicts = [v is True for v in equivalences(pairs)]
+    verdicts = [v is True for v in equivalences(answer_pairs(records, truths))]
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"key": key, "verdicts": verdicts}))
     return verdicts
+
+
+def answer_pairs(records: list[dict[str, Any]], truths: dict[str, str]) -> list[tuple[str, str]]:
+    """Each record's final answer beside its problem's ground truth (``truths`` by problem
+    id, else the file's own)."""
+    return [
+        (
+            final_answer_of(record["steps"]) or record["answer"] or "",
+            truths.get(record["problem_id"], record["ground_truth"]),
+        )
+        for record in records
+    ]
+
+
+def read_records(data: Path) -> list[dict[str, Any]]:
+    """The file's lines, in its order (32 samples of a problem one after the other)."""
+    with gzip.open(data / FILE, "rt") as lines:
+        return [json.loads(line) for line in lines]
 
 
 def rule_agreement(solutions: Sequence[Bon32Solution]) -> dict[str, Any]:

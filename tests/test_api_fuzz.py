@@ -16,6 +16,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 import pytest
@@ -67,6 +68,9 @@ class Actor:
     cookies: dict[str, str] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     logins: int = 0
+    client: asgi.ASGIClient | None = None
+    """What sends the fuzzer's requests (``actors``); without one, schemathesis makes a
+    client per request."""
 
     holds_token: bool = False
     """A pipeline with an API token (``TOKEN_HOLDER``'s, every scope), not a browser."""
@@ -148,13 +152,22 @@ class Actor:
         self.headers = {"Authorization": f"Bearer {secret}"}
 
 
-def _actors(app: FastAPI, engine: Engine) -> list[Actor]:
-    """Every actor, logged in."""
+@pytest.fixture
+def actors(app: FastAPI, engine: Engine) -> Iterator[list[Actor]]:
+    """Every actor, logged in, each with a client of its own for all its requests.
+
+    schemathesis's own client per request read the proxy settings from the environment
+    each time, a tenth of the run; these do not (the app is in process). Their lifespan
+    entered, as schemathesis's client enters it; the cookies a response sets are cleared
+    after each request (``_send``), so each carries the actor's alone, as before."""
     actors = [Actor(app, engine, role) for role in ROLES]
     actors.append(Actor(app, engine, Role.ADMIN, holds_token=True))
-    for actor in actors:
-        actor.log_in()
-    return actors
+    with ExitStack() as clients:
+        for actor in actors:
+            actor.client = clients.enter_context(asgi.get_client(app))
+            actor.client.trust_env = False
+            actor.log_in()
+        yield actors
 
 
 @dataclass
@@ -197,9 +210,13 @@ def _operations(app: FastAPI) -> list[APIOperation]:
 def _send(case: Case, actor: Actor) -> tuple[int, str]:
     """The response's status, or 500 and the exception that escaped the app."""
     try:
-        return case.call(headers=actor.headers, cookies=actor.cookies).status_code, ""
+        call = case.call(session=actor.client, headers=actor.headers, cookies=actor.cookies)
+        return call.status_code, ""
     except Exception as error:  # what escapes the app, a server answers with a 500
         return 500, f"{type(error).__name__}: {error}"[:300]
+    finally:
+        if actor.client is not None:
+            actor.client.cookies.clear()
 
 
 def _fuzz(
@@ -242,10 +259,9 @@ def _fuzz(
 
 @pytest.mark.parametrize("part", range(PARTS))
 def test_no_generated_request_gets_a_server_error(
-    app: FastAPI, engine: Engine, database_factory: DatabaseFactory, part: int
+    app: FastAPI, actors: list[Actor], database_factory: DatabaseFactory, part: int
 ) -> None:
     backend = database_factory.backend
-    actors = _actors(app, engine)
     total = Tally()
     started = time.perf_counter()
     for operation in _operations(app)[part::PARTS]:

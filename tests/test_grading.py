@@ -21,6 +21,8 @@ from app import grading
 from app.grading import (
     GRADER_VERSION,
     GradeSummary,
+    _parsed,
+    _verify_parsed,
     answer_groups,
     equivalences,
     final_answer_of,
@@ -481,6 +483,21 @@ def test_no_math500_answer_equals_a_different_one(shared_data: Path) -> None:
     pairs = _genuinely_different_pairs(answers)
     pairs += [(b, a) for a, b in pairs]
     assert _wrong_verdicts(pairs, expected=False) == []
+
+
+def test_answers_parsed_once_and_kept_give_the_verdicts_of_fresh_parses() -> None:
+    """A grading process keeps what it parsed (``_parsed``): one ground truth against many
+    answers, its parse shared, gives each answer the verdict it gets on its own."""
+    truth = r"\frac{1}{2}"
+    answers = ["0.5", r"\frac{2}{4}", "2", r"\frac{1}{3}", "0.5", r"\frac{1}{2}"]
+    _parsed.cache_clear()
+    shared = [_verify_parsed(answer, truth) for answer in answers]
+    assert _parsed.cache_info().misses == len(set(answers) | {truth})
+    alone = []
+    for answer in answers:
+        _parsed.cache_clear()
+        alone.append(_verify_parsed(answer, truth))
+    assert shared == alone == [True, True, False, False, True, True]
 
 
 @pytest.mark.parametrize(
