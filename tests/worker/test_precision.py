@@ -54,7 +54,9 @@ def test_an_update_too_small_for_bf16_is_kept() -> None:
 
 
 def test_fit_with_master_weights_learns_and_leaves_float32_weights() -> None:
-    args = tiny_args(master_weights=True, epochs=6)
+    # Three epochs take the last epoch's loss to 0.46 of the first's (six: 0.48, in twice
+    # the time): learning shows by then, and the test asks for 0.8.
+    args = tiny_args(master_weights=True, epochs=3)
     train, _ = split_by_problem(arithmetic_examples(120, seed=2), 0.25, 0)
     with deterministic_torch(0):
         model, tokenizer, _device = setup(args)
