@@ -157,9 +157,10 @@ def actors(app: FastAPI, engine: Engine) -> Iterator[list[Actor]]:
     """Every actor, logged in, each with a client of its own for all its requests.
 
     schemathesis's own client per request read the proxy settings from the environment
-    each time, a tenth of the run; these do not (the app is in process). Their lifespan
-    entered, as schemathesis's client enters it; the cookies a response sets are cleared
-    after each request (``_send``), so each carries the actor's alone, as before."""
+    each time, a tenth of the requests' time (BENCHMARKS); these do not (the app is in
+    process). Each is entered, which starts the app's lifespan as schemathesis's client
+    does; the cookies a response sets are cleared after each request (``_send``), so each
+    request carries the actor's alone, as before."""
     actors = [Actor(app, engine, role) for role in ROLES]
     actors.append(Actor(app, engine, Role.ADMIN, holds_token=True))
     with ExitStack() as clients:

@@ -124,10 +124,10 @@ class Browsing:
 
 def label_next_task(engine: Engine, name: str, *, careful: bool, give_up: bool) -> None:
     """Label the user's next task through the labeling service, as the page's submit does
-    (the page itself is tested in test_labeling_page.py; a page per task here was a third
-    of the module's time): a careful labeler rates every step positive and writes the
-    second step of a phase-1 task; the other rates the second step neutral and the third
-    negative, and takes the first candidate each time."""
+    (the page itself is tested in test_labeling_page.py; a page per task here was a seventh
+    of the module's time, BENCHMARKS): a careful labeler rates every step positive and
+    writes the second step of a phase-1 task; the other rates the second step neutral and
+    the third negative, and takes the first candidate each time."""
     with Session(engine) as session:
         login = login_of(session.scalars(select(User).where(User.name == name)).one())
     with engine.begin() as connection:
