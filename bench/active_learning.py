@@ -105,6 +105,7 @@ from typing import Any
 
 from app.core.config import STRATEGIES, Strategy, get_settings
 from app.pool_shape import strategy_for_pool
+from bench import SHARED_DATA
 from bench.active_learning_data import (
     BON32_HELD_OUT_PROBLEMS,
     BON32_PROBLEMS,
@@ -128,7 +129,6 @@ from bench.active_learning_report import (
 )
 from bench.active_learning_rounds import REFERENCE, Run, Schedule, compare
 from bench.bon32 import BON32, HALVES, SAMPLES
-from bench.prm_quality_data import SHARED_DATA
 from bench.prm_quality_training import HEADS
 from bench.prmbench import SUBSET as PRMBENCH
 from worker.eval_sets import PROCESSBENCH_SUBSETS

@@ -60,6 +60,7 @@ from app.consensus.rule import Status, Vote, consensus
 from app.core.config import get_settings
 from app.estimates import percentile_interval
 from app.models import FinishReason
+from bench import SHARED_DATA
 from bench.active_learning_data import Data, example_of, labeled_record, load
 from bench.active_learning_learner import (
     LEARNER_HEAD,
@@ -70,7 +71,6 @@ from bench.active_learning_learner import (
     snapshot,
 )
 from bench.active_learning_ratio import estimate, joint_draws, mean_over
-from bench.prm_quality_data import SHARED_DATA
 from bench.prm_quality_training import HEADS
 from worker.eval_sets import ProcessBenchItem
 from worker.pretrained import resolve_base_model

@@ -48,7 +48,7 @@ from app.labeling import repository
 from app.labeling.service import next_lease, queue_rules, submit_label
 from app.labeling.submission import SubmissionInput
 from app.models import Solution, TaskStyle, TrainingRun, User, utc_now
-from bench.prm_quality_data import SHARED_DATA
+from bench import SHARED_DATA
 from worker.cycle import run_one
 from worker.warm import warm_feature_cache
 

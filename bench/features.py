@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 
 from app.core.config import get_settings
+from bench import SHARED_DATA
 from bench.active_learning_data import BON32_HELD_OUT_PROBLEMS, BON32_PROBLEMS, prmbench_corpus
 from bench.bon32 import bon32_items
-from bench.prm_quality_data import SHARED_DATA
 from bench.prmbench import SUBSET as PRMBENCH
 from worker.eval_sets import PROCESSBENCH_SUBSETS, ProcessBenchItem, load_processbench
 from worker.features import cache_for

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from app.grading import equivalences, shutdown_pool
+from bench import SHARED_DATA
 from bench.bon32 import answer_pairs, ground_truths, read_records
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SAMPLES = 32
 
 

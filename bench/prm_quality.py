@@ -75,8 +75,8 @@ from pathlib import Path
 from typing import Any
 
 from app.core.config import get_settings
+from bench import SHARED_DATA
 from bench.prm_quality_data import (
-    SHARED_DATA,
     Split,
     phase1_judged,
     phase1_training,

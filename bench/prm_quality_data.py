@@ -22,9 +22,6 @@ from worker.eval_sets import (
 )
 from worker.train import Example
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
 PHASE1_TEST = "prm800k-phase1-test"
 """The step AUROC set of PRM800K phase 1's test problems (human ratings), ProcessBench's
 problems left out."""

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from app.core.config import get_settings
-from bench.prm_quality_data import SHARED_DATA
+from bench import SHARED_DATA
 from worker import phase1
 from worker.features import cache_for
 from worker.pretrained import resolve_base_model

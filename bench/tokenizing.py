@@ -21,7 +21,7 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
-from bench.prm_quality_data import SHARED_DATA
+from bench import SHARED_DATA
 from worker.eval_sets import load_processbench
 from worker.layout import Encoded, build_tiny_tokenizer, encode, encode_many, prepare_tokenizer
 from worker.training_args import TINY, TrainingArgs

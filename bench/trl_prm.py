@@ -67,10 +67,10 @@ from transformers import (
 )
 
 from app.core.config import get_settings
+from bench import SHARED_DATA
 from bench.prm_quality import seed_list
 from bench.prm_quality_data import (
     CALIBRATION_SHARE,
-    SHARED_DATA,
     Scored,
     Split,
     examples,

@@ -104,6 +104,13 @@ TEST_WORKER = {
     "train_max_length": "256",
 }
 """The worker's settings in these tests, besides the database and the checkpoints."""
+WORKER_ON_GO = (
+    "import sys; from worker.__main__ import main; "
+    "sys.stdin.readline(); sys.exit(main(sys.argv[1:]))"
+)
+"""``-c`` code for a worker that does its imports, then waits for a line on stdin to start:
+started on a go, it meets another worker's run that is still going, however fast that run
+is (the imports take seconds, a run on a fast CPU about as long)."""
 
 
 def worker(
@@ -124,6 +131,7 @@ def worker(
         cwd=ROOT,
         env=env,
         text=True,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -161,14 +169,14 @@ def test_once_trains_selects_and_queues_a_generation(
         "generation_min_done": "0.5",
     }
     first = worker(database_url, tmp_path, "-m", "worker", "once", **evaluation)
+    second = worker(database_url, tmp_path, "-c", WORKER_ON_GO, "once")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         with Session(engine) as session:
             if session.scalar(select(TrainingRun.status)) == RunStatus.RUNNING.value:
                 break
         time.sleep(0.2)
-    second = worker(database_url, tmp_path, "-m", "worker", "once")
-    _, second_err = second.communicate(timeout=120)
+    _, second_err = second.communicate("go\n", timeout=120)
     first_out, first_err = first.communicate(timeout=600)
     assert first.returncode == 0, first_out + first_err
     assert second.returncode == 0 and "another worker is training" in second_err
