@@ -200,7 +200,7 @@ def wrong_probabilities(
     ]
     scored = [np.zeros(0) for _ in items]
     order = sorted(range(len(rows)), key=lambda k: len(rows[k]["input_ids"]))
-    model.eval()  # type: ignore[no-untyped-call]
+    model.eval()
     with (
         torch.inference_mode(),
         torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=config.bf16),

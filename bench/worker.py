@@ -159,7 +159,7 @@ def id_word_tokenizer(vocab_size: int) -> tuple[PreTrainedTokenizerBase, list[st
     vocab[SPECIAL_TOKENS["unk_token"]] = len(words)
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=SPECIAL_TOKENS["unk_token"]))
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = PreTrainedTokenizerFast(tokenizer_object=core, **SPECIAL_TOKENS)  # type: ignore[no-untyped-call]
+    fast = PreTrainedTokenizerFast(tokenizer_object=core, **SPECIAL_TOKENS)
     tokenizer = prepare_tokenizer(fast)
     if len(tokenizer) != vocab_size:
         raise AssertionError(f"tokenizer has {len(tokenizer)} tokens, not {vocab_size}")
@@ -187,7 +187,7 @@ def build(
     dtype = torch.bfloat16 if args.mode == "lora" and bf16_base else torch.float32
     # Initialized where it will run: filling 7B random weights on the CPU takes minutes.
     with device:
-        backbone = AutoModel.from_config(qwen2, dtype=dtype, attn_implementation=attention)  # type: ignore[no-untyped-call]
+        backbone = AutoModel.from_config(qwen2, dtype=dtype, attn_implementation=attention)
     if args.mode == "lora":
         backbone = add_lora(backbone, args.lora_rank)
     model = PRM(backbone)

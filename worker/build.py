@@ -66,7 +66,7 @@ def build_tiny(seed: int) -> tuple[PRM, PreTrainedTokenizerBase]:
         **TINY_CONFIG,
     )
     torch.manual_seed(seed)
-    return PRM(AutoModel.from_config(config)), tokenizer  # type: ignore[no-untyped-call]
+    return PRM(AutoModel.from_config(config)), tokenizer
 
 
 def _float32() -> dict[str, torch.dtype]:
@@ -188,4 +188,4 @@ def enable_gradient_checkpointing(model: PRM) -> None:
     if hasattr(backbone, "activation_checkpointing_enable"):
         backbone.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
     else:
-        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)  # type: ignore[no-untyped-call]
+        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)

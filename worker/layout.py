@@ -155,7 +155,7 @@ def byte_tokenizer() -> PreTrainedTokenizerFast:
     core = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     core.decoder = decoders.ByteLevel()
-    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+    return PreTrainedTokenizerFast(
         tokenizer_object=core, bos_token="<|bos|>", eos_token="<|eos|>", pad_token="<|pad|>"
     )
 

@@ -319,7 +319,7 @@ def _convert(gguf: Path, staging: Path, report: Report) -> None:
     tokenizer = AutoTokenizer.from_pretrained(**location)
     model = AutoModelForCausalLM.from_pretrained(**location, dtype=torch.float32)
     # The model would otherwise save as "GGUF-quantized", which no loader reads back.
-    model.hf_quantizer = None  # type: ignore[assignment]
+    model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.save_pretrained(staging)
