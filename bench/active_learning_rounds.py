@@ -6,6 +6,7 @@ worker processes, and kept per seed for ``--resume``.
 from __future__ import annotations
 
 import argparse
+import gc
 import multiprocessing
 import random
 import time
@@ -211,6 +212,9 @@ def _start_worker(options: argparse.Namespace, started: float) -> None:
         options=options,
         progress=Progress(started=started),
     )
+    # Kept for the process's life: frozen, out of the collector's full passes in the seeds'
+    # runs and at exit, as in worker/__main__.py.
+    gc.freeze()
 
 
 def _seed_in_worker(seed: int) -> tuple[float, list[Run]]:

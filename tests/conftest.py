@@ -13,10 +13,12 @@ one costs a query. Tests that need a database to themselves (migrations, a serve
 module) get a fresh copy of the migrated template from ``database_factory.new_url()``.
 """
 
+import gc
 import os
 import shutil
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,13 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
+def pytest_unconfigure() -> None:
+    """The run is over: leave this process's objects to the OS rather than to the
+    collector's passes at interpreter shutdown (2 s of a test process's exit on a 2-core
+    EPYC, where it has loaded torch; BENCHMARKS, "The test suite's time", session 27)."""
+    gc.freeze()
+
+
 def _postgres_unavailable() -> str | None:
     try:
         with create_engine(POSTGRES_SERVER_URL).connect() as connection:
@@ -55,6 +64,14 @@ def _admin_execute(statement: str) -> None:
     with engine.connect() as connection:
         connection.execute(text(statement))
     engine.dispose()
+
+
+DROP_CONNECTIONS = 8
+"""Databases dropped at once at the end of a test process."""
+
+
+def _drop_database(name: str) -> None:
+    _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _postgres_database_url(name: str) -> str:
@@ -133,8 +150,11 @@ class DatabaseFactory:
         if self._own is not None:
             self._own[1].dispose()
         if self.backend == "postgres":
-            for name in [*self.created, self.template_name]:
-                _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            # Each DROP DATABASE waits for a checkpoint; sent at once, they share a few
+            # (10 databases: 1.4 s one by one, 0.2 s together, session 27 in BENCHMARKS).
+            names = [*self.created, self.template_name]
+            with ThreadPoolExecutor(DROP_CONNECTIONS) as pool:
+                list(pool.map(_drop_database, names))
 
 
 REWIND_SEQUENCES = text(

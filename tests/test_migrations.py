@@ -51,7 +51,8 @@ def test_phase1_labels_lose_their_generation_and_get_it_back(database_factory: o
         def generations() -> list[int | None]:
             # The column alone: the models' other label columns may postdate 0009.
             with Session(engine) as session:
-                found = dict(session.execute(select(Label.id, Label.generation)).tuples().all())
+                rows = session.execute(select(Label.id, Label.generation))
+                found = {label_id: generation for label_id, generation in rows}
                 return [found[label_id] for label_id in ids]
 
         schema.downgrade(url, "0009")

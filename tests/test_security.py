@@ -14,7 +14,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from app.core.config import SettingsError, get_settings
 from app.main import create_app
 from app.models import LoginThrottle, Role
-from tests.web import add_user, csrf_from, log_in
+from tests.web import add_user, csrf_from, log_in, wait_for_imports
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL = ("127.0.0.1", 50000)
@@ -177,6 +177,7 @@ def test_an_admin_may_upload_a_larger_dataset(
         refused = client.post("/admin/imports", files=too_large, headers={"X-CSRF-Token": token})
         assert refused.status_code == 413
         assert "at most 64 KiB" in refused.text
+    wait_for_imports(engine)
 
 
 # Proxies

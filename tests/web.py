@@ -1,12 +1,14 @@
 """Helpers for tests that talk to the app over HTTP (Starlette's TestClient)."""
 
 import re
+import time
 
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from app.models import Role, User
+from app.admin.import_jobs import UNFINISHED
+from app.models import ImportJob, Role, User
 from tests.factories import PASSWORD, make_user
 
 _CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)">')
@@ -42,3 +44,16 @@ def admin_client(client: TestClient, engine: Engine, name: str = "admin") -> Tes
     add_user(engine, name, role=Role.ADMIN)
     log_in(client, name)
     return client
+
+
+def wait_for_imports(engine: Engine, timeout_s: float = 60) -> None:
+    """Until no upload's import is queued or running. The import goes on in the background
+    after the response; a test that ends before it would leave its locks to the emptying of
+    the database (tests/conftest.py), which then waits them out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with Session(engine) as session:
+            if session.scalar(select(ImportJob.id).where(ImportJob.status.in_(UNFINISHED))) is None:
+                return
+        time.sleep(0.02)
+    raise AssertionError(f"an import was still unfinished after {timeout_s} s")

@@ -173,7 +173,9 @@ Change = Callable[[Session], Any]
 CHANGES: dict[str, tuple[Change, str, object]] = {
     "labeler": (
         lambda s: s.execute(
-            update(User).where(User.id == select(func.min(Label.labeler_id))).values(uuid=NEW_UUID)
+            update(User)
+            .where(User.id == select(func.min(Label.labeler_id)).scalar_subquery())
+            .values(uuid=NEW_UUID)
         ),
         "labeler",
         NEW_UUID,

@@ -6,6 +6,7 @@ demand on the CPU; this stands in for one, so the tests can check that every ran
 and the run is recorded as failed with that rank's error.
 """
 
+import gc
 import os
 import sys
 from typing import NoReturn
@@ -24,4 +25,5 @@ if __name__ == "__main__":
     rank, name = sys.argv[1:3]
     if os.environ["RANK"] == rank:
         setattr(worker.cycle, name, _fail)
+    gc.freeze()  # as worker/__main__.py does
     sys.exit(main(["once"]))
