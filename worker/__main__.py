@@ -191,7 +191,7 @@ def _loop(engine: Engine, settings: Settings, ranks: Ranks, should_stop: Callabl
 if __name__ == "__main__":
     # What is imported by now lives as long as the process: frozen, torch's and
     # transformers' ~450,000 objects are left out of the collector's full passes, in a run
-    # and at exit (1.7 -> 0.2 s of every exit on a 2-core EPYC; BENCHMARKS, "The test
-    # suite's time", session 27).
+    # and at exit (about 2 -> 0.6 s of a `worker once`'s exit on a 2-core EPYC; BENCHMARKS,
+    # "The test suite's time", session 27).
     gc.freeze()
     sys.exit(main())
