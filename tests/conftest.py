@@ -29,12 +29,12 @@ from sqlalchemy.orm import Session
 
 from app import project_settings
 from app.core import schema
+from bench import SHARED_DATA
 
 POSTGRES_SERVER_URL = os.environ.get(
     "STEPLABEL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 BACKENDS = ["sqlite", "postgres"]
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # A test process per core already: torch's threads (one per core in each process and in

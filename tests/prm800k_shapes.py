@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SHARED_DATA
+from bench import SHARED_DATA
 
 REAL_LINES = SHARED_DATA / "prm800k_raw_samples.jsonl"
 

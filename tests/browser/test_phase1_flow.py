@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session
 
 from app import prm800k
 from app.datasets.export import ExportFilter, write_export
+from bench import SHARED_DATA
 from tests.browser.live import ROOT, Labeler, LiveApp, SolutionSpec, labels_of, queue
 from tests.browser.pages import log_in, press, status, step, task_section, task_swap
-from tests.conftest import SHARED_DATA
 
 PHASE1 = SolutionSpec(
     [

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.content_keys import normalized_problem
-from tests.conftest import SHARED_DATA
+from bench import SHARED_DATA
 from worker.phase1 import (
     FILE_NAME,
     SAMPLE_SEED,
