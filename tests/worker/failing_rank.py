@@ -4,15 +4,18 @@ to ``worker.cycle.NAME`` raises on rank RANK.
 A real failure on one rank alone (a GPU out of memory, a lost device) cannot be had on
 demand on the CPU; this stands in for one, so the tests can check that every rank ends
 and the run is recorded as failed with that rank's error.
+
+The worker is imported under the main guard, not at the top: each worker of the grading
+pool (app/grading.py) imports the main module of the process that grades, as
+multiprocessing does for a ``-m module`` that is not a package's ``__main__``, and would
+load torch and transformers for nothing (some 5 s of CPU each, BENCHMARKS.md "The test
+suite's time", session 28).
 """
 
 import gc
 import os
 import sys
 from typing import NoReturn
-
-import worker.cycle
-from worker.__main__ import main
 
 FAILURE = "injected failure"
 
@@ -22,6 +25,9 @@ def _fail(*_args: object, **_kwargs: object) -> NoReturn:
 
 
 if __name__ == "__main__":
+    import worker.cycle
+    from worker.__main__ import main
+
     rank, name = sys.argv[1:3]
     if os.environ["RANK"] == rank:
         setattr(worker.cycle, name, _fail)
