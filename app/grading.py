@@ -42,6 +42,7 @@ import multiprocessing
 import os
 import re
 import selectors
+import sys
 import threading
 import weakref
 from collections import Counter
@@ -321,7 +322,7 @@ def _new_pool() -> ProcessPoolExecutor:
     context = multiprocessing.get_context("forkserver")
     # The forkserver imports these once (it outlives pools); workers forked from it start
     # warm, so a pool killed on a timeout comes back in a fraction of a second.
-    context.set_forkserver_preload(["app.grading", "math_verify"])
+    context.set_forkserver_preload(["app.grading", "math_verify", *_main_module()])
     pool = ProcessPoolExecutor(
         POOL_WORKERS, mp_context=context, initializer=_start_worker, initargs=(os.getpid(),)
     )
@@ -333,6 +334,23 @@ def _new_pool() -> ProcessPoolExecutor:
         _kill_workers(pool)
         raise
     return pool
+
+
+def _main_module() -> list[str]:
+    """The module ``python -m`` runs in the process that grades, for the forkserver to import
+    once.
+
+    Each pool worker imports that module anew, as multiprocessing does for every start
+    method but fork. One that loads torch at its top (``python -m bench.active_learning``)
+    took seconds and hundreds of MB in every worker, and again in each fresh pool
+    (BENCHMARKS.md, "Grading", session 28). Imported in the forkserver, what it imports
+    comes with the fork, and the worker only runs its body again."""
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    # None under -c, and for a script (its workers run it by path; there is no name to
+    # import it by). A package's __main__ (python -m worker) is never run in the workers.
+    if spec is None or spec.name.endswith(".__main__"):
+        return []
+    return [spec.name]
 
 
 def _live_pool() -> ProcessPoolExecutor:

@@ -357,6 +357,29 @@ def test_the_pool_ends_with_a_grading_process_killed_by_a_signal() -> None:
     assert left == set()
 
 
+def test_the_pool_workers_of_a_python_m_run_do_not_import_its_imports_again(
+    tmp_path: Path,
+) -> None:
+    """Each pool worker imports the main module of ``python -m module``; the forkserver
+    imports that module once, so what the module imports at its top (torch, for a bench)
+    comes with the fork rather than being imported again in every worker."""
+    imports = tmp_path / "imports"
+    run = subprocess.run(
+        [sys.executable, "-m", "tests.grading_main"],
+        cwd=Path(__file__).resolve().parents[1],
+        env=os.environ | {"GRADING_MAIN_IMPORTS": str(imports)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    printed = json.loads(run.stdout)
+    assert printed["verdicts"] == [True, False]
+    importers = {int(line) for line in imports.read_text().split()}
+    assert printed["workers"] and not importers & set(printed["workers"])
+    assert printed["main"] in importers and len(importers) == 2  # and the forkserver
+
+
 # Real MATH answers
 
 
