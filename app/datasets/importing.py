@@ -160,10 +160,15 @@ def import_prm800k(
                 records, problem_ids, solution_ids, strict=True
             )
         ]
-        present = store.existing_label_keys(set(dedupe_keys)) | seen
+        contents = [
+            (labeler_ids[i], record.timestamp, problem_ids[i], solution_ids[i])
+            for i, record in enumerate(records)
+        ]
+        stored = store.stored_labels(contents)
+        present = set(seen)
         rows, new_records = [], []
         for i, record in enumerate(records):
-            if dedupe_keys[i] in present:
+            if dedupe_keys[i] in present or contents[i] in stored:
                 summary.already_present += 1
                 continue
             present.add(dedupe_keys[i])

@@ -7,6 +7,7 @@ re-import finds every row and adds nothing.
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -70,6 +71,9 @@ class SolutionSpec:
 
 
 KeyedSpec = TypeVar("KeyedSpec", ProblemSpec, SolutionSpec)
+LabelContent = tuple[int, datetime, int, int | None]
+"""What makes two labels the same (``content_keys.label_key``): labeler, timestamp, problem
+and solution ids."""
 
 
 def _first_by_key(specs: Iterable[KeyedSpec]) -> dict[str, KeyedSpec]:
@@ -315,12 +319,26 @@ class Store:
         found.update(zip(new, new_ids, strict=True))
         return [found[uuid] for uuid in uuids]
 
-    def existing_label_keys(self, dedupe_keys: set[str]) -> set[str]:
-        return set(
-            self.session.execute(
-                select(LABELS.c.dedupe_key).where(LABELS.c.dedupe_key.in_(dedupe_keys))
-            ).scalars()
-        )
+    def stored_labels(self, labels: Sequence[LabelContent]) -> set[LabelContent]:
+        """Which of ``labels`` are stored already, by content, whatever their dedupe key: one
+        made in the app has its task's key (a submit sent twice is one label), and comes
+        back from an export as these same values. A phase-1 line names no solution; made in
+        the app, its label kept the solution that served the task."""
+        labelers = {labeler for labeler, *_ in labels}
+        times = {timestamp for _, timestamp, *_ in labels}
+        query = select(
+            LABELS.c.labeler_id, LABELS.c.timestamp, LABELS.c.problem_id, LABELS.c.solution_id
+        ).where(LABELS.c.labeler_id.in_(labelers), LABELS.c.timestamp.in_(times))
+        solutions: dict[tuple[int, datetime, int], set[int | None]] = {}
+        for row in self.session.execute(query):
+            key = (row.labeler_id, row.timestamp, row.problem_id)
+            solutions.setdefault(key, set()).add(row.solution_id)
+        return {
+            (labeler, timestamp, problem, solution)
+            for labeler, timestamp, problem, solution in labels
+            if (labeler, timestamp, problem) in solutions
+            and (solution is None or solution in solutions[labeler, timestamp, problem])
+        }
 
     def _insert_returning_ids(self, table: Table, rows: list[dict[str, Any]]) -> list[int]:
         return insert_rows_returning_ids(self.session, table, rows)

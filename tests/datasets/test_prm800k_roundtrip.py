@@ -7,15 +7,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from app import prm800k
+from app.core.db import transaction
+from app.datasets.demo_seed import seed
 from app.datasets.export import ExportFilter, iter_records, write_export
 from app.datasets.importing import import_prm800k
 from app.datasets.reading import ImportLineError, read_files, read_jsonl
 from app.models import Label, LabelStep, Problem, Solution, StepCompletion, User
 from tests import factories
+from tests.worker.test_cycle import label_queued
 
 
 def import_text(session: Session, text: str, name: str = "input.jsonl") -> None:
@@ -143,6 +146,28 @@ def test_reimport_adds_nothing(session: Session) -> None:
     assert summary.already_present == len(text.splitlines())
     assert [session.scalar(select(func.count()).select_from(t)) for t in TABLES] == counts
     assert export_text(session) == text
+
+
+def test_labels_made_in_the_app_come_back_from_an_export_as_already_present(
+    engine: Engine,
+) -> None:
+    """A label made in the app is stored under its task's key; imported back from an
+    export, it is matched by its content, as an imported label is, and adds nothing: the
+    demo's phase-1 tasks (their lines name no solution) and phase-2 ones alike."""
+    with transaction(engine) as session:
+        seed(session)
+    assert label_queued(engine, limit=10, labelers=("alice", "bob")) == 10
+    with Session(engine) as session:
+        text = export_text(session)
+        assert {json.loads(line)["generation"] for line in text.splitlines()} >= {None, 0}
+        counts = [session.scalar(select(func.count()).select_from(t)) for t in TABLES]
+
+        summary = import_prm800k(session, read_jsonl("export.jsonl", io.BytesIO(text.encode())))
+        session.commit()
+
+        assert (summary.added, summary.already_present) == (0, len(text.splitlines()))
+        assert [session.scalar(select(func.count()).select_from(t)) for t in TABLES] == counts
+        assert export_text(session) == text
 
 
 TABLES = [Label, LabelStep, StepCompletion, Problem, Solution, User]
