@@ -50,6 +50,12 @@ def sqlite_path(url: str) -> Path | None:
 def _refuse_existing(target: Path) -> None:
     if target.exists():
         raise BackupError(f"{target} exists already: choose a new path, or remove it first")
+    _require_folder(target)
+
+
+def _require_folder(path: Path) -> None:
+    if not path.parent.is_dir():
+        raise BackupError(f"there is no folder {path.parent} for {path.name}: create it first")
 
 
 def backup_sqlite(database: Path, target: Path) -> int:
@@ -136,6 +142,7 @@ def restore_sqlite(backup: Path, database: Path) -> Restored:
     kept beside it (``NAME.replaced-<UTC time>``). Refused while another process has the
     database open, and for a file that is not a steplabel database."""
     revision = _check_backup(backup)
+    _require_folder(database)
     if open_elsewhere(database):
         raise BackupError(
             f"{database} is open in another process (the app or the worker): stop them, "

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
-from app.cli_common import IncludeQcOption, IncludeScreeningOption, LabelerOption
+from app.cli_common import IncludeQcOption, IncludeScreeningOption, LabelerOption, database_name
 from app.cli_common import fail as _fail
 from app.cli_common import require_current_schema as _require_current_schema
 from app.progress import TerminalProgress, terminal_progress
@@ -77,8 +77,8 @@ def migrate() -> None:
     try:
         schema.upgrade(get_settings().database_url)
     except OperationalError as error:  # no server there, no such folder for the file, ...
-        _fail(f"cannot open the database {_database_name()}: {error.orig}")
-    typer.echo(f"database at head: {_database_name()}")
+        _fail(f"cannot open the database {database_name()}: {error.orig}")
+    typer.echo(f"database at head: {database_name()}")
     # Not a data migration: one transaction over every label could not resume, and the
     # text must be what today's export code builds, which a frozen revision cannot import.
     fill_stored_text()
@@ -93,14 +93,6 @@ def fill_stored_text() -> None:
 
     _require_current_schema()
     typer.echo(stored_text.fill_stored_text(get_engine()).describe())
-
-
-def _database_name() -> str:
-    from sqlalchemy.engine import make_url
-
-    from app.core.config import get_settings
-
-    return make_url(get_settings().database_url).render_as_string(hide_password=True)
 
 
 ImportFunction = Callable[..., "ImportSummary"]
@@ -318,7 +310,7 @@ def backup(
     try:
         if database is None:
             backup_postgres(url, path)
-            typer.echo(f"{_database_name()} dumped to {path} (pg_restore puts it back)")
+            typer.echo(f"{database_name()} dumped to {path} (pg_restore puts it back)")
             return
         size = backup_sqlite(database, path)
     except BackupError as error:

@@ -23,11 +23,26 @@ def fail(message: str, status: int = 1) -> None:
     raise typer.Exit(status)
 
 
+def database_name() -> str:
+    """The configured database's URL, its password hidden."""
+    from sqlalchemy.engine import make_url
+
+    from app.core.config import get_settings
+
+    return make_url(get_settings().database_url).render_as_string(hide_password=True)
+
+
 def require_current_schema() -> None:
+    """Stop with one line, not a traceback, where the database is out of reach (no server
+    there, no folder for the file) or its schema is not the code's."""
+    from sqlalchemy.exc import OperationalError
+
     from app.core import schema
     from app.core.db import get_engine
 
     try:
         schema.check_current(get_engine())
+    except OperationalError as error:
+        fail(f"cannot open the database {database_name()}: {error.orig}", 2)
     except schema.SchemaOutOfDate as error:
         fail(str(error), 2)

@@ -142,6 +142,32 @@ def test_migrate_says_which_database_it_cannot_open(
     assert result.stderr.strip() == f"cannot open the database {url}: unable to open database file"
 
 
+def test_commands_say_which_database_they_cannot_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path}/no-such-folder/steplabel.db"
+    monkeypatch.setenv("STEPLABEL_DATABASE_URL", url)
+    source = tmp_path / "labels.jsonl"
+    source.write_text(factories.line(factories.record()))
+    get_settings.cache_clear()
+    try:
+        results = [
+            runner.invoke(cli, args)
+            for args in (
+                ["export", "-o", "-"],
+                ["users", "list"],
+                ["import", "prm800k", str(source)],
+            )
+        ]
+    finally:
+        get_settings.cache_clear()
+    for result in results:
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        expected = f"cannot open the database {url}: unable to open database file"
+        assert result.stderr.strip() == expected
+    assert not (tmp_path / "no-such-folder").exists()
+
+
 def test_unknown_format_is_refused(engine: Engine) -> None:
     result = runner.invoke(cli, ["export", "--format", "csv", "-o", "-"])
     assert result.exit_code == 2

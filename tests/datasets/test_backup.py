@@ -108,3 +108,27 @@ def restore(url: str, database_factory: DatabaseFactory, tmp_path: Path) -> str:
 def libpq(url: str) -> str:
     """The URL as pg_dump takes it (no SQLAlchemy driver name)."""
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def test_a_backup_or_restore_with_no_folder_for_its_file_is_one_line(
+    database_factory: DatabaseFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_database(database_factory.new_url(), monkeypatch)
+    nowhere = tmp_path / "no-such-folder" / "copy.db"
+    backup = runner.invoke(cli, ["backup", str(nowhere)])
+    assert backup.exit_code == 1 and "Traceback" not in backup.output
+    assert (
+        backup.stderr.strip() == f"there is no folder {nowhere.parent} for copy.db: create it first"
+    )
+    assert not nowhere.parent.exists()
+    if database_factory.backend != "sqlite":
+        return  # restore puts back SQLite backups; Postgres has pg_restore
+    copy = tmp_path / "copy.db"
+    steplabel("backup", str(copy))
+    database = tmp_path / "elsewhere" / "steplabel.db"
+    use_database(f"sqlite:///{database}", monkeypatch)
+    restore = runner.invoke(cli, ["restore", str(copy)])
+    assert restore.exit_code == 1 and "Traceback" not in restore.output
+    expected = f"there is no folder {database.parent} for steplabel.db: create it first"
+    assert restore.stderr.strip() == expected
+    assert not database.parent.exists()
