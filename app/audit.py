@@ -46,6 +46,7 @@ ACTIONS = {
     "qc.remove": "removed a QC question",
     "qc.sample": "sampled solutions for agreement",
     "import.queue": "uploaded a file to import",
+    "import.push": "pushed a batch to import (API)",
     "import.run": "imported files (command line)",
     "guidelines.edit": "edited the guidelines",
     "prm.pin": "pinned a checkpoint",

@@ -8,9 +8,11 @@ from typing import BinaryIO
 
 from sqlalchemy.orm import Session
 
+from app import audit
 from app.admin import import_jobs
 from app.admin.imports import UploadOptions
-from app.models import ImportJob
+from app.auth.tokens import TokenHolder
+from app.models import ImportJob, User
 
 JSON_TYPES = ("application/json",)
 """Content types read as one JSON document: an array of lines' objects, or one object."""
@@ -40,15 +42,26 @@ def as_jsonl(body: BinaryIO, content_type: str) -> BinaryIO:
 
 
 def queue_batch(
-    session: Session, body: BinaryIO, name: str, options: UploadOptions, user_id: int
+    session: Session, body: BinaryIO, name: str, options: UploadOptions, holder: TokenHolder
 ) -> tuple[ImportJob, BinaryIO]:
-    """Spool the batch and add its queued job (flushed); (the job, the file to hand to
-    ``import_jobs.RUNNER`` once the job's row is committed). PushError for a bad name."""
+    """Spool the batch and add its queued job (flushed), with its audit entry; (the job, the
+    file to hand to ``import_jobs.RUNNER`` once the job's row is committed). PushError for a
+    bad name."""
     try:
         filename = import_jobs.job_file_name(name)
     except ValueError as error:
         raise PushError(str(error)) from None
-    return import_jobs.queue_upload(session, body, filename, options, user_id)
+    job, upload = import_jobs.queue_upload(session, body, filename, options, holder.user_id)
+    after = {
+        "job": job.id,
+        "kind": options.kind,
+        "generation": options.generation,
+        "queue": options.queue,
+        "token": holder.token_id,
+    }
+    actor = session.get_one(User, holder.user_id)
+    audit.record(session, actor, "import.push", f"batch {filename}", None, after)
+    return job, upload
 
 
 def line_error(text: str, filename: str) -> tuple[int | None, str]:

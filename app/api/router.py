@@ -12,6 +12,7 @@ from app.admin.imports import UploadOptions
 from app.api import push
 from app.api.auth import Exporter, Holder, Importer, JobReader
 from app.api.schemas import ImportJobOut, Me
+from app.auth.tokens import TokenHolder
 from app.core.config import get_settings
 from app.core.db import DbSession, transaction
 from app.datasets import pull
@@ -56,7 +57,7 @@ async def push_batch(
     body = await _spooled_body(request)
     options = UploadOptions(kind, skip_invalid=False, generation=generation, queue=queue)
     content_type = request.headers.get("content-type", "")
-    return await run_in_threadpool(_queue, body, content_type, name, options, holder.user_id)
+    return await run_in_threadpool(_queue, body, content_type, name, options, holder)
 
 
 async def _spooled_body(request: Request) -> BinaryIO:
@@ -72,12 +73,12 @@ async def _spooled_body(request: Request) -> BinaryIO:
 
 
 def _queue(
-    body: BinaryIO, content_type: str, name: str, options: UploadOptions, user_id: int
+    body: BinaryIO, content_type: str, name: str, options: UploadOptions, holder: TokenHolder
 ) -> ImportJobOut:
     try:
         source = push.as_jsonl(body, content_type)  # a JSON body is converted, and closed
         with source, transaction() as session:
-            job, upload = push.queue_batch(session, source, name, options, user_id)
+            job, upload = push.queue_batch(session, source, name, options, holder)
             answer = ImportJobOut.of(job)
     except push.PushError as error:
         body.close()

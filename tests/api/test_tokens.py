@@ -11,7 +11,7 @@ from sqlalchemy import Engine, select, text, update
 from sqlalchemy.orm import Session
 
 from app.auth import tokens, users
-from app.models import ApiToken, Role, TokenScope, utc_now
+from app.models import ApiToken, AuditEntry, Role, TokenScope, utc_now
 from tests.api.conftest import ALL_SCOPES, issue, wait_for_job
 from tests.factories import make_user
 from tests.web import log_in
@@ -180,6 +180,33 @@ def test_a_pushed_batch_may_be_larger_than_a_request_and_needs_a_token(
     forged = {"Authorization": "Bearer slt_forged", **ndjson}
     assert api.post("/api/v1/imports", headers=forged, content=body).status_code == 401
     assert api.post("/api/v1/imports", headers=ndjson, content=body).status_code == 413
+
+
+def test_a_pushed_batch_is_in_the_audit_log_and_a_refused_one_is_not(
+    api: TestClient, engine: Engine
+) -> None:
+    issued = issue(engine, "root", "import")
+    json_body = {**issued.headers, "Content-Type": "application/json"}
+    assert api.post("/api/v1/imports", headers=json_body, content=b"[{").status_code == 400
+    items = [{"problem": "What is 1+1?", "steps": ["2"]}]
+    pushed = api.post("/api/v1/imports?name=run8.json&queue=false", headers=json_body, json=items)
+    assert pushed.status_code == 202, pushed.text
+    job = wait_for_job(api, pushed.json()["url"], issued.headers)
+    with Session(engine) as session:
+        [entry] = session.scalars(select(AuditEntry).where(AuditEntry.action != "token.create"))
+    assert (entry.action, entry.actor_id, entry.target) == (
+        "import.push",
+        issued.user_id,
+        "batch run8.json",
+    )
+    assert entry.before is None
+    assert entry.after == {
+        "job": job["id"],
+        "kind": "solutions",
+        "generation": 0,
+        "queue": False,
+        "token": issued.token_id,
+    }
 
 
 def test_a_json_batch_names_its_bad_item(api: TestClient, engine: Engine) -> None:
