@@ -212,6 +212,6 @@ def sole_admin(session: Session) -> User:
         )
     )
     if len(admins) != 1:
-        found = "no active admin" if not admins else "several admins"
-        raise LookupError(f"there is {found}: name the token's user with --user")
+        found = "there is no active admin" if not admins else "there are several admins"
+        raise LookupError(f"{found}: name the token's user with --user")
     return admins[0]

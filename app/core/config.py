@@ -77,7 +77,8 @@ class Settings(BaseSettings):
     """The largest request body, except dataset uploads; a larger one is answered 413."""
 
     max_upload_bytes: int = Field(default=2 * 1024**3, ge=1024)
-    """The largest dataset upload (``/admin/imports``) from a logged-in admin."""
+    """The largest dataset upload: to ``/admin/imports`` from a logged-in admin, or a batch
+    pushed to ``/api/v1/imports`` with an API token."""
 
     lease_minutes: int = Field(default=30, ge=1, le=24 * 60)
     """How long a task stays with a labeler before it returns to the queue."""

@@ -9,8 +9,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select, text, update
 from sqlalchemy.orm import Session
+from typer.testing import CliRunner
 
 from app.auth import tokens, users
+from app.cli import cli
 from app.models import ApiToken, AuditEntry, Role, TokenScope, utc_now
 from tests.api.conftest import ALL_SCOPES, issue, wait_for_job
 from tests.factories import make_user
@@ -226,3 +228,20 @@ def test_a_json_batch_names_its_bad_item(api: TestClient, engine: Engine) -> Non
     )
     assert refused.status_code == 400
     assert "not a JSON document" in refused.json()["detail"]
+
+
+def test_a_token_for_no_named_user_needs_exactly_one_active_admin(engine: Engine) -> None:
+    create = ["tokens", "create", "pipeline", "--scopes", "import"]
+    none = CliRunner().invoke(cli, create)
+    assert none.exit_code == 1
+    assert none.stderr.strip() == "there is no active admin: name the token's user with --user"
+    with Session(engine) as session:
+        make_user(session, "ada", role=Role.ADMIN)
+        make_user(session, "bo", role=Role.ADMIN)
+        session.commit()
+    several = CliRunner().invoke(cli, create)
+    assert several.exit_code == 1
+    expected = "there are several admins: name the token's user with --user"
+    assert several.stderr.strip() == expected
+    named = CliRunner().invoke(cli, [*create, "--user", "bo"])
+    assert named.exit_code == 0 and "for bo (import)" in named.stdout
