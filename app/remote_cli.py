@@ -224,14 +224,22 @@ def _option_errors(error: "ValidationError") -> str:
 
 @contextmanager
 def _binary_output(out: str) -> Iterator[BinaryIO]:
-    """``out`` opened for bytes, or standard output's bytes for '-'."""
+    """``out`` opened for bytes, or standard output's bytes for '-'. A file is written beside
+    ``out`` and takes its place once the pull is whole: a refused or broken pull leaves
+    ``out`` as it was (a previous pull, say), never empty or cut short."""
     if out == "-":
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "wb") as stream:
-        yield stream
+    target = Path(out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    try:
+        with open(partial, "wb") as stream:
+            yield stream
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _set_total(bar: TerminalProgress | None) -> Callable[[int], None]:

@@ -64,6 +64,16 @@ def test_remote_pull_refuses_bad_options_before_it_connects() -> None:
     assert "--generation: Input should be greater than or equal to -1" in result.output
 
 
+def test_a_failed_pull_leaves_its_output_file_as_it_was(tmp_path: Path) -> None:
+    out = tmp_path / "labels.jsonl"
+    out.write_text("the last pull\n")
+    arguments = ["pull", str(out), "--url", "http://127.0.0.1:1", "--token", "x"]
+    result = CliRunner().invoke(remote_cli, arguments)
+    assert result.exit_code == 1 and "cannot reach the server" in result.stderr
+    assert out.read_text() == "the last pull\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["labels.jsonl"]
+
+
 @pytest.mark.parametrize("field", ["since", "labeler"])
 def test_text_no_database_can_store_is_refused(field: str) -> None:
     value = "lab\x00" if field == "since" else ["lab\x00"]
