@@ -343,6 +343,8 @@ def restore(
     typer.echo(f"restored {path} to {database} (schema revision {restored.revision})")
     if restored.replaced is not None:
         typer.echo(f"the database that was there is kept as {restored.replaced}")
+        # Labels made after the backup are gone, and the next ones take their ids.
+        typer.echo("pipelines that pull labels: pull once without --since")
     head = schema.head_revision()
     if restored.revision != head:
         typer.echo(f"the code needs revision {head}: run `steplabel migrate` before the app")

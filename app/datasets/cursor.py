@@ -90,5 +90,13 @@ def pull_window(session: Session, since: str | None) -> PullWindow:
         high = int(session.scalar(_HORIZON) or 0)
     else:
         high = int(session.scalar(select(func.coalesce(func.max(LABELS.c.id), 0))) or 0) + 1
-    # A cursor from a later horizon (a clock never goes back, but be safe): an empty window.
+        if low is not None and low > high:
+            # Labels are never deleted: the labels it counted are gone, a backup put back in
+            # their place, and the next labels take their ids, which this cursor would skip.
+            raise CursorError(
+                f"this cursor is past the newest label here ({kind}-{high}): the database "
+                "was restored from an older backup since; pull once without --since"
+            )
+    # Postgres: a cursor from a later horizon (a clock never goes back, but be safe) gives
+    # an empty window.
     return PullWindow(kind, low, high if low is None else max(high, low))

@@ -134,6 +134,7 @@ def test_backup_then_restore_on_sqlite_refused_while_the_app_runs(
         assert "is open in another process (the app or the worker)" in refused.output
     restored = runner.invoke(cli, ["restore", str(backup)])
     assert restored.exit_code == 0, restored.output
+    assert "pipelines that pull labels: pull once without --since" in restored.output
     engine = make_engine(url)
     try:
         with Session(engine) as session:
