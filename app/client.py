@@ -219,9 +219,23 @@ def _check(response: httpx.Response) -> None:
         detail = response.json().get("detail")
     except (ValueError, AttributeError):
         detail = None
-    if not isinstance(detail, str):
-        detail = json.dumps(detail) if detail is not None else response.text[:300]
+    if isinstance(detail, list):  # FastAPI's validation errors: where, and what is wrong
+        detail = "; ".join(_validation_error(error) for error in detail)
+    elif detail is not None and not isinstance(detail, str):
+        detail = json.dumps(detail)
+    elif detail is None and response.status_code == 404:  # an HTML page, a proxy's
+        detail = f"no steplabel API at {response.request.url} (is the URL the server's root?)"
+    elif detail is None:
+        detail = response.reason_phrase or "no reason given"
     raise ApiError(f"the server answered {response.status_code}: {detail}", response.status_code)
+
+
+def _validation_error(error: object) -> str:
+    """``query kind: Input should be ...`` from one of FastAPI's validation errors."""
+    if not isinstance(error, dict):
+        return json.dumps(error)
+    where = " ".join(str(part) for part in error.get("loc", []))
+    return f"{where}: {error.get('msg', 'not valid')}"
 
 
 def _unreachable(error: httpx.HTTPError) -> str:

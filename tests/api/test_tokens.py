@@ -11,6 +11,7 @@ from sqlalchemy import Engine, select, text, update
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
+from app import client
 from app.auth import tokens, users
 from app.cli import cli
 from app.models import ApiToken, AuditEntry, Role, TokenScope, utc_now
@@ -245,3 +246,24 @@ def test_a_token_for_no_named_user_needs_exactly_one_active_admin(engine: Engine
     assert several.stderr.strip() == expected
     named = CliRunner().invoke(cli, [*create, "--user", "bo"])
     assert named.exit_code == 0 and "for bo (import)" in named.stdout
+
+
+def test_the_client_says_what_the_server_refused_in_words(api: TestClient, engine: Engine) -> None:
+    """Answers of the real app, as the client reports them: a validation error by where and
+    what, an HTML page (a wrong URL) by what to check, not the raw body."""
+    issued = issue(engine, "root", "import")
+    wrong_kind = api.post("/api/v1/imports?kind=solution&generation=-5", headers=issued.headers)
+    with pytest.raises(client.ApiError) as refused:
+        client._check(wrong_kind)
+    assert str(refused.value) == (
+        "the server answered 422: query kind: Input should be 'solutions', 'problems' or "
+        "'prm800k'; query generation: Input should be greater than or equal to -1"
+    )
+    elsewhere = api.get("/steplabel/api/v1/me", headers=issued.headers)
+    assert elsewhere.headers["content-type"].startswith("text/html")
+    with pytest.raises(client.ApiError) as missing:
+        client._check(elsewhere)
+    assert str(missing.value) == (
+        "the server answered 404: no steplabel API at http://testserver/steplabel/api/v1/me "
+        "(is the URL the server's root?)"
+    )
