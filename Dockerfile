@@ -20,9 +20,13 @@ COPY --from=vendor /src/static/vendor static/vendor
 # Editable, so that app/ finds templates/, static/, alembic.ini and migrations/ beside it
 # here rather than looking for them in site-packages.
 RUN --mount=type=cache,target=/root/.cache/pip pip install -e ".${EXTRAS}"
+# /srv/steplabel is root's: the app's own files go where its user may write. The session
+# key is made there on first start unless STEPLABEL_SECRET_KEY is set (docker-compose.yml
+# keeps the folder in a volume, so that a new container keeps everyone logged in).
 RUN useradd --system --create-home steplabel \
-    && mkdir -p /data/checkpoints \
-    && chown steplabel /data/checkpoints
+    && mkdir -p /data/checkpoints /data/secret \
+    && chown steplabel /data/checkpoints /data/secret
+ENV STEPLABEL_SECRET_KEY_FILE=/data/secret/steplabel-secret.key
 USER steplabel
 EXPOSE 8000
 CMD ["uvicorn", "app.main:app", "--no-proxy-headers", "--host", "0.0.0.0", "--port", "8000"]

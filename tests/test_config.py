@@ -120,6 +120,23 @@ def test_a_new_key_is_kept_and_read_again(key_file: Path) -> None:
     assert list(key_file.parent.iterdir()) == [key_file]
 
 
+def test_a_key_file_in_no_writable_folder_stops_the_app_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "no-such-folder"
+    monkeypatch.setenv("STEPLABEL_SECRET_KEY_FILE", str(missing / "steplabel-secret.key"))
+    get_settings.cache_clear()
+    expected = (
+        f"cannot make a session key in {missing}: No such file or directory; set "
+        "STEPLABEL_SECRET_KEY, or STEPLABEL_SECRET_KEY_FILE to a file in a folder this "
+        "process may write"
+    )
+    with pytest.raises(SettingsError) as stopped:
+        create_app()
+    assert str(stopped.value) == expected
+    assert not missing.exists()
+
+
 def test_processes_starting_at_once_agree_on_one_key(
     key_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -324,7 +324,14 @@ def _keep_new_key(path: Path) -> None:
     which fails if ``path`` exists: processes starting at once all read the one key that
     got there first, and a crash or a full disk leaves no key, never part of one."""
     # mkstemp's file is its owner's alone (0600), as the key's must be.
-    descriptor, draft = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        descriptor, draft = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as error:  # no such folder; one this user may not write (a container's)
+        raise SettingsError(
+            f"cannot make a session key in {path.parent}: {error.strerror}; set "
+            f"{ENV_PREFIX}SECRET_KEY, or {ENV_PREFIX}SECRET_KEY_FILE to a file in a folder "
+            "this process may write"
+        ) from None
     try:
         with os.fdopen(descriptor, "w") as file:
             file.write(secrets.token_urlsafe(48))
