@@ -132,7 +132,7 @@ def remote_push(
     from app import client
 
     if not file.is_file():
-        _fail(f"{file}: no such file", 2)
+        _fail(f"{file}: {'a folder, not a file' if file.is_dir() else 'no such file'}", 2)
     try:
         with (
             client.Client(url, token) as api,
@@ -150,6 +150,8 @@ def remote_push(
         _fail(str(error))
     except ValueError as error:  # a .json file that does not parse
         _fail(f"{file}: {error}")
+    if not result.jobs:
+        typer.echo(f"{file} has no lines: nothing pushed")
     for job in result.jobs:
         typer.echo(f"import job {job['id']} {job['status']}: {job['summary'] or ''}".rstrip(": "))
     if not result.succeeded:

@@ -79,3 +79,15 @@ def test_text_no_database_can_store_is_refused(field: str) -> None:
     value = "lab\x00" if field == "since" else ["lab\x00"]
     with pytest.raises(ValidationError, match="NUL"):
         PullOptions.model_validate({field: value})
+
+
+def test_remote_push_of_an_empty_file_or_a_folder_says_so_before_it_connects(
+    tmp_path: Path,
+) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    arguments = ["--url", "http://127.0.0.1:1", "--token", "x"]
+    nothing = CliRunner().invoke(remote_cli, ["push", str(empty), *arguments])
+    assert nothing.exit_code == 0 and nothing.stdout == f"{empty} has no lines: nothing pushed\n"
+    folder = CliRunner().invoke(remote_cli, ["push", str(tmp_path), *arguments])
+    assert folder.exit_code == 2 and folder.stderr == f"{tmp_path}: a folder, not a file\n"
