@@ -2,6 +2,7 @@
 of app/, worker/ and bench/ form no cycle, between modules or between packages."""
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -125,3 +126,15 @@ def test_packages_import_no_cycle() -> None:
         packages.setdefault(package, set()).update(package_of(target) for target in targets)
         packages[package].discard(package)
     assert a_cycle(packages) == []
+
+
+def test_every_path_the_readme_map_names_exists() -> None:
+    """The README's map of the code (its "Layout") names files and folders that are there."""
+    readme = (ROOT / "README.md").read_text()
+    layout = readme.split("## Layout\n", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"\b(?:app|worker|bench|tests|migrations)/[\w/.]*\w", layout))
+    # The worker's modules are listed by name alone, beneath "worker/".
+    worker = layout.split("\nworker/", 1)[1].split("\nmigrations/", 1)[0]
+    named |= {f"worker/{name}" for name in re.findall(r"\b\w+\.py\b", worker)}
+    assert len(named) > 50
+    assert sorted(path for path in named if not (ROOT / path).exists()) == []
