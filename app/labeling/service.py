@@ -136,7 +136,8 @@ def submit_label(
 @retried_once_on_conflict
 def keep_lease(login: Login, assignment_id: int) -> None:
     """Keep the labeler's open task theirs while their page is open: 404 for a task that is
-    not theirs, 409 for one that is finished or was taken over."""
+    not theirs (one taken over after its lease ran out is another labeler's now), 409 for
+    one that is finished, or taken over while this request ran."""
     with core_autocommit() as connection:
         viewer = check_login(connection, login)
         lease = repository.lease_of(connection, assignment_id)

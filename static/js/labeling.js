@@ -663,7 +663,10 @@
       credentials: "same-origin",
       headers: { "X-CSRF-Token": csrfToken() },
     }).then(function (response) {
-      if (response.status === 409 && task && task.section === section) {
+      // 409: finished or taken over; 404: the lease ran out and the task went to another
+      // labeler (the server tells that apart from "never yours" no better than submit does).
+      var gone = response.status === 404 || response.status === 409;
+      if (gone && task && task.section === section) {
         setStatus("This task is no longer yours. Reload for the next one.", true);
       }
     }).catch(function () { /* offline: the next beat tries again */ });

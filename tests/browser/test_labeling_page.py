@@ -411,6 +411,26 @@ def test_a_task_taken_over_meanwhile_is_left_with_a_message(
     assert labels_of(live_app.engine, labeler) == []
 
 
+def test_a_heartbeat_after_a_take_over_says_the_task_is_no_longer_theirs(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    """A tab left open past its lease: the next heartbeat finds the task another labeler's
+    (404) and says so, before any rating is sent."""
+    queue(live_app.engine, TWO_STEPS)
+    page.clock.install()
+    log_in(page, labeler)
+    task = wait_for_task(page, 2)
+    other = add_labeler(live_app.engine, f"{labeler.name}-other")
+    with Session(live_app.engine) as session:
+        assignment = session.get(Assignment, int(task))
+        assert assignment is not None
+        assignment.labeler_id = other.id
+        session.commit()
+
+    page.clock.fast_forward("05:01")  # past the page's heartbeat, every 5 minutes
+    expect(status(page)).to_have_text("This task is no longer yours. Reload for the next one.")
+
+
 def test_f_flags_the_focused_step(live_app: LiveApp, labeler: Labeler, page: Page) -> None:
     queue(live_app.engine, THREE_STEPS)
     log_in(page, labeler)
