@@ -308,6 +308,28 @@ def test_guidelines_are_editable_by_admins_and_rendered_safely(
     assert app_client.post("/admin/guidelines", data=too_long).status_code == 422
 
 
+def test_guidelines_that_cannot_be_saved_come_back_in_the_editor_with_why(
+    app_client: TestClient, engine: Engine
+) -> None:
+    add_user(engine, "admin", role=Role.ADMIN)
+    token = log_in(app_client, "admin")
+    before = app_client.get("/guidelines").text
+    typed = "Rate with care.\r\n" * 6_000  # 102,000 characters as sent; fewer as typed
+    cases = [
+        ("", "The guidelines are empty: labelers would get a blank page."),
+        ("  \n ", "The guidelines are empty: labelers would get a blank page."),
+        (typed, "The guidelines are 102,000 characters long, more than the 100,000 they"),
+        ("Rules\x00", "The guidelines must not contain the NUL character: nothing was saved."),
+    ]
+    for text, why in cases:
+        refused = app_client.post("/admin/guidelines", data={"text": text, "csrf_token": token})
+        assert refused.status_code == 422
+        assert why in refused.text and "<textarea" in refused.text
+    kept = app_client.post("/admin/guidelines", data={"text": typed, "csrf_token": token})
+    assert "Rate with care.\r\nRate with care." in kept.text, "the admin's text is kept"
+    assert app_client.get("/guidelines").text == before
+
+
 def test_default_guidelines_explain_the_ratings(app_client: TestClient, engine: Engine) -> None:
     labeler(app_client, engine)
     page = app_client.get("/guidelines").text
