@@ -11,6 +11,7 @@ from app.models import (
     SCREENING_GENERATION,
     Assignment,
     FinishReason,
+    GoldLabel,
     Label,
     Problem,
     QueueState,
@@ -205,12 +206,14 @@ def recent_bad_problems(session: Session, limit: int) -> list[BadProblemReport]:
 
 
 def open_by_generation(session: Session) -> dict[int, int]:
-    """Open solutions per generation, screening left out: what agreement samples draw from."""
+    """Open solutions per generation, screening and quality-control questions left out:
+    what agreement samples draw from (those with the overlap asked for already aside)."""
     rows = session.execute(
         select(Solution.generation, func.count())
         .where(
             Solution.queue_state == QueueState.OPEN.value,
             Solution.generation != SCREENING_GENERATION,
+            ~select(GoldLabel.solution_id).where(GoldLabel.solution_id == Solution.id).exists(),
         )
         .group_by(Solution.generation)
         .order_by(Solution.generation)

@@ -4,10 +4,12 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.admin.progress import RatingCounts, open_by_generation, progress
-from app.models import Assignment, QueueState, Solution, User
+from app.models import Assignment, QueueState, Role, Solution, User
+from app.quality.questions import mark_quality_control
 from tests.factories import make_label, make_solution, make_user
 
 NOW = datetime(2026, 5, 4, 12)
@@ -149,7 +151,9 @@ def test_bad_problems_newest_first_with_their_notes(session: Session) -> None:
     assert len(progress(session, DEFAULT_OVERLAP, now=NOW, bad_problems=1).bad_problems) == 1
 
 
-def test_open_by_generation_leaves_out_screening_and_the_pool(session: Session) -> None:
+def test_open_by_generation_leaves_out_screening_qc_questions_and_the_pool(
+    session: Session,
+) -> None:
     build(session)
     expected = Counter(
         s.generation
@@ -157,6 +161,16 @@ def test_open_by_generation_leaves_out_screening_and_the_pool(session: Session) 
         if s.state == QueueState.OPEN and s.generation is not None and s.generation >= 0
     )
     assert open_by_generation(session) == dict(expected)
+    question = session.scalars(
+        select(Solution)
+        .where(Solution.queue_state == QueueState.OPEN.value, Solution.generation >= 0)
+        .limit(1)
+    ).one()
+    admin = make_user(session, "gold-admin", role=Role.ADMIN)
+    gold = make_label(session, admin, question, [[1] for _ in question.steps or []])
+    mark_quality_control(session, question.id, gold.id)
+    expected[question.generation] -= 1
+    assert open_by_generation(session) == {g: n for g, n in expected.items() if n}
 
 
 def test_an_empty_project(session: Session) -> None:
