@@ -147,15 +147,17 @@ USER_CHANGES: dict[str, tuple[Callable[..., User], tuple[str, ...]]] = {
 
 def change_user(session: Session, actor: User | None, action: str, name: str, *args: str) -> User:
     """Apply an admin's change (USER_CHANGES) to the user ``name`` and record it in the audit
-    log with the fields before and after (a new password as only "changed"); LookupError
-    for an unknown user, with nothing changed or recorded."""
+    log with the fields before and after (a new password as only "changed"); nothing is
+    recorded where nothing changed (approving an approved user). LookupError for an unknown
+    user, with nothing changed or recorded."""
     change, fields = USER_CHANGES[action]
     before = {field: getattr(user_by_name(session, name), field) for field in fields}
     user = change(session, name, *args)
     after: dict[str, object] = {field: getattr(user, field) for field in fields}
     if action == "user.reset_password":
         after["password"] = "changed"
-    audit.record(session, actor, action, f"user {user.name}", before, after)
+    if after != before:
+        audit.record(session, actor, action, f"user {user.name}", before, after)
     return user
 
 

@@ -90,6 +90,13 @@ def test_a_change_to_a_user_is_recorded_and_an_unknown_user_records_nothing(
         assert password not in json.dumps([entry.before, entry.after])
 
 
+def test_a_change_that_changes_nothing_records_nothing(admin: Admin, engine: Engine) -> None:
+    lee = labeler(engine)  # approved and active already
+    assert admin.post(f"/admin/users/{lee.id}/approve").status_code == 200
+    assert admin.post(f"/admin/users/{lee.id}/reactivate").status_code == 200
+    assert entries(engine) == []
+
+
 def test_reactivating_is_recorded(admin: Admin, engine: Engine) -> None:
     lee = labeler(engine)
     with Session(engine) as session:
