@@ -384,19 +384,22 @@ def test_enter_on_a_focused_button_presses_it(
     expect(page.locator("#task .reason-dialog")).to_be_visible(timeout=1000)
 
 
-def test_a_task_taken_over_meanwhile_is_left_with_a_message(
-    live_app: LiveApp, labeler: Labeler, page: Page
-) -> None:
-    queue(live_app.engine, TWO_STEPS, THREE_STEPS)
-    log_in(page, labeler)
-    task = wait_for_task(page, 2)
-    # The lease ran out while the page stayed open, and another labeler took the task.
+def take_over(live_app: LiveApp, labeler: Labeler, task: str) -> None:
+    """The lease ran out while the page stayed open, and another labeler took the task."""
     other = add_labeler(live_app.engine, f"{labeler.name}-other")
     with Session(live_app.engine) as session:
         assignment = session.get(Assignment, int(task))
         assert assignment is not None
         assignment.labeler_id = other.id
         session.commit()
+
+
+def test_a_task_taken_over_meanwhile_is_left_with_a_message(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    queue(live_app.engine, TWO_STEPS, THREE_STEPS)
+    log_in(page, labeler)
+    take_over(live_app, labeler, wait_for_task(page, 2))
 
     press(page, "33")
     with task_swap(page):
@@ -419,13 +422,7 @@ def test_a_heartbeat_after_a_take_over_says_the_task_is_no_longer_theirs(
     queue(live_app.engine, TWO_STEPS)
     page.clock.install()
     log_in(page, labeler)
-    task = wait_for_task(page, 2)
-    other = add_labeler(live_app.engine, f"{labeler.name}-other")
-    with Session(live_app.engine) as session:
-        assignment = session.get(Assignment, int(task))
-        assert assignment is not None
-        assignment.labeler_id = other.id
-        session.commit()
+    take_over(live_app, labeler, wait_for_task(page, 2))
 
     page.clock.fast_forward("05:01")  # past the page's heartbeat, every 5 minutes
     expect(status(page)).to_have_text("This task is no longer yours. Reload for the next one.")
