@@ -285,6 +285,9 @@ class RunMetrics(Record):
     """What the evaluation sets left out, and why; None for a run that did not say."""
     skipped: str | None = None
     """Why the run stopped before training (too few labels)."""
+    stopped_after_gate: str | None = None
+    """A stop asked for once the gate had judged the model (``stopped before score``): the
+    run succeeded, its model current if promoted, without what came after."""
     missing: Annotated[dict[str, str], _items_that_fit(str)] = Field(
         default_factory=dict, alias="evaluation_missing"
     )

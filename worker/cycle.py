@@ -238,21 +238,26 @@ class Cycle:
             loaded = _load(current_path) if self.ranks.is_main else None
             decision = self._gate(assessment, current, loaded, sets, theirs)
         self._finish(parts.trained_labels, checkpoint=checkpoint, decision=decision)
-        with self.step("prune"):
-            self._prune()
-        with self.step("score"):
-            pace = self._pace()
-            scored_with: int | None = self.run_id
-            if decision.promote:
-                scorer: Loaded | None = (model, tokenizer, self.args)
-            else:
-                scorer = loaded if self.ranks.is_main else _load(current_path)
-                scored_with = current.run_id if current is not None else None
-            scored = self._score_pool(scorer) if pace.due and scorer else None
-            if scored is not None:
-                self.metrics.pool_scored_with = scored_with
-        with self.step("select"):
-            self._select(scored, pace)
+        try:
+            with self.step("prune"):
+                self._prune()
+            with self.step("score"):
+                pace = self._pace()
+                scored_with: int | None = self.run_id
+                if decision.promote:
+                    scorer: Loaded | None = (model, tokenizer, self.args)
+                else:
+                    scorer = loaded if self.ranks.is_main else _load(current_path)
+                    scored_with = current.run_id if current is not None else None
+                scored = self._score_pool(scorer) if pace.due and scorer else None
+                if scored is not None:
+                    self.metrics.pool_scored_with = scored_with
+            with self.step("select"):
+                self._select(scored, pace)
+        except Stopped as stop:
+            # The gate has judged the model (made it current, if it won): the run did its
+            # work, and a failed run must never be the current one. It says what it left.
+            self.metrics.stopped_after_gate = str(stop)
         self._save_metrics()
 
     @_on_main_rank
@@ -616,6 +621,8 @@ def outcome_summary(stored: dict[str, Any] | None) -> str | None:
     parts = []
     if metrics.gate and metrics.gate.reason:
         parts.append(metrics.gate.reason)  # "promoted: ..." or "kept the current model: ..."
+    if metrics.stopped_after_gate:
+        parts.append(metrics.stopped_after_gate)  # "stopped before score", say
     selection = metrics.selection
     if metrics.generation is not None and selection is not None:
         parts.append(f"queued generation {metrics.generation}: {selection.queued} solutions")

@@ -307,6 +307,36 @@ def test_a_second_run_is_judged_against_the_current_model_and_old_checkpoints_go
 
 
 @pytest.mark.sqlite_only
+def test_a_stop_after_the_gate_ends_the_run_succeeded_with_its_model_current(
+    engine: Engine, database_url: str, tmp_path: Path
+) -> None:
+    """SIGTERM once the gate has judged the model: the run succeeded (a failed run is never
+    the current one) and says what it did not get to."""
+    from worker.cycle import run_one
+
+    with transaction(engine) as session:
+        seed(session)
+    label_queued(engine)
+
+    def after_the_gate() -> bool:
+        with Session(engine) as session:
+            return session.scalar(select(TrainingRun.step)) == "compare"
+
+    configured = Settings(database_url=database_url, checkpoint_dir=tmp_path, **TEST_WORKER)
+    outcome = run_one(engine, configured, force=True, should_stop=after_the_gate)
+
+    assert outcome is not None and outcome.status == RunStatus.SUCCEEDED.value, outcome.error
+    assert outcome.summary == "first model; stopped before prune"
+    with Session(engine) as session:
+        run = session.scalars(select(TrainingRun)).one()
+        assert run.is_current and Path(run.checkpoint_path or "").is_dir()
+        assert session.scalar(select(func.count()).select_from(Generation)) == 0
+    metrics = run.metrics or {}
+    assert metrics["stopped_after_gate"] == "stopped before prune"
+    assert metrics["gate"]["promote"] and "selection" not in metrics
+
+
+@pytest.mark.sqlite_only
 def test_no_generation_is_queued_while_the_open_one_is_mostly_unlabeled(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:
