@@ -61,6 +61,18 @@ def test_a_phase1_file_that_is_not_there_names_the_setting(
     assert get_settings().train_phase1_labels == tmp_path / "phase1.jsonl.gz"
 
 
+@pytest.mark.parametrize("epochs", ["0", "1001", "99999999999999999999999"])
+def test_epochs_past_their_bounds_name_the_setting(
+    monkeypatch: pytest.MonkeyPatch, epochs: str
+) -> None:
+    monkeypatch.setenv("STEPLABEL_TRAIN_EPOCHS", epochs)
+    with pytest.raises(SettingsError, match=r"STEPLABEL_TRAIN_EPOCHS"):
+        get_settings()
+    monkeypatch.setenv("STEPLABEL_TRAIN_EPOCHS", "1000")
+    get_settings.cache_clear()
+    assert get_settings().train_epochs == 1000
+
+
 def test_a_phase1_sample_takes_one_problem_or_more(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STEPLABEL_TRAIN_PHASE1_PROBLEMS", "0")
     with pytest.raises(SettingsError, match=r"STEPLABEL_TRAIN_PHASE1_PROBLEMS"):

@@ -26,7 +26,9 @@ class SettingsError(RuntimeError):
 # TrainingArgs are declared with these types, so a value Settings accepts is one the
 # worker can train with.
 LearningRate = Annotated[float, Field(gt=0)]
-Epochs = Annotated[int, Field(ge=1)]
+# At most 1,000: training plans every epoch's batches before its first step, so a mistyped
+# count (10**20) would fill memory before a stop could be heard.
+Epochs = Annotated[int, Field(ge=1, le=1000)]
 BatchSize = Annotated[int, Field(ge=1)]
 MaxLength = Annotated[int, Field(ge=2)]
 WarmupRatio = Annotated[float, Field(ge=0, lt=1)]
