@@ -50,6 +50,18 @@ def test_an_eval_dir_that_is_not_there_names_the_setting(
     assert get_settings().eval_dir == tmp_path / "evals"
 
 
+def test_a_checkpoint_dir_that_is_a_file_names_the_setting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("STEPLABEL_CHECKPOINT_DIR", str(tmp_path / "a-file"))
+    with pytest.raises(SettingsError, match=r"STEPLABEL_CHECKPOINT_DIR: .*is a file, not a folder"):
+        get_settings()
+    monkeypatch.setenv("STEPLABEL_CHECKPOINT_DIR", str(tmp_path / "not-there-yet"))
+    get_settings.cache_clear()
+    assert get_settings().checkpoint_dir == tmp_path / "not-there-yet"
+
+
 def test_a_phase1_file_that_is_not_there_names_the_setting(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -262,6 +262,14 @@ class Settings(BaseSettings):
             raise ValueError(f"no directory at {str(directory)!r}; unset it to skip those figures")
         return directory
 
+    @field_validator("checkpoint_dir")
+    @classmethod
+    def _checkpoint_folder(cls, directory: Path) -> Path:
+        # Made on first use; a file in its place would fail the first run after training.
+        if directory.exists() and not directory.is_dir():
+            raise ValueError(f"{str(directory)!r} is a file, not a folder")
+        return directory
+
     @field_validator("train_phase1_labels")
     @classmethod
     def _existing_phase1_file(cls, path: Path | None) -> Path | None:
