@@ -42,6 +42,7 @@ import multiprocessing
 import os
 import re
 import selectors
+import signal
 import sys
 import threading
 import weakref
@@ -299,6 +300,9 @@ def _start_worker(grading_process: int) -> None:
     """Runs in each pool worker before its first task: end with ``grading_process``, and
     warm up the parser."""
     threading.Thread(target=_exit_with, args=(grading_process,), daemon=True).start()
+    # Ctrl-C reaches the whole process group: the grading process decides how to stop, and
+    # its workers end with it; a worker's own KeyboardInterrupt was only a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The "timeout is disabled" warning is expected: the pool is the time limit.
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     _verify_parsed("1", "1")

@@ -357,6 +357,31 @@ def test_the_pool_ends_with_a_grading_process_killed_by_a_signal() -> None:
     assert left == set()
 
 
+def test_ctrl_c_to_a_grading_process_group_leaves_the_workers_quiet() -> None:
+    """Ctrl-C reaches every process of the group: the grading process decides what to do
+    (here, go on); its pool's workers neither stop nor print a KeyboardInterrupt."""
+    grades = (
+        "import signal, time; from app.grading import is_equivalent; "
+        "signal.signal(signal.SIGINT, lambda *_: print('interrupted', flush=True)); "
+        "print(is_equivalent('x=-3', 'x=3'), flush=True); input(); "
+        "print(is_equivalent('2/4', '0.5'), flush=True)"
+    )
+    grader = subprocess.Popen(
+        [sys.executable, "-c", grades],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a process group of its own, as a terminal's job
+    )
+    assert grader.stdout is not None and grader.stdout.readline() == "False\n"
+    os.killpg(grader.pid, signal.SIGINT)
+    assert grader.stdout.readline() == "interrupted\n"
+    out, err = grader.communicate("go\n", timeout=60)
+    assert out == "True\n", err  # the same workers still grade
+    assert "KeyboardInterrupt" not in err
+
+
 def test_the_pool_workers_of_a_python_m_run_do_not_import_its_imports_again(
     tmp_path: Path,
 ) -> None:
