@@ -115,11 +115,20 @@ def training_args_from(settings: Settings) -> TrainingArgs:
 def check_settings(settings: Settings) -> None:
     """Raise ValueError, saying what to change, where the settings cannot make a run."""
     args = training_args_from(settings)
-    if settings.select_strategy == "disagreement" and args.head_members < 2:
+    if settings.select_strategy != "disagreement":
+        return
+    if args.mode != "head":
+        # Only head mode builds a head of several members (worker/build.py head_for).
+        raise ValueError(
+            "STEPLABEL_SELECT_STRATEGY=disagreement reads how the head's members disagree, "
+            f"and {args.mode} mode trains one: set STEPLABEL_TRAIN_MODE=head with "
+            "STEPLABEL_TRAIN_HEAD_MEMBERS of 2 or more, or choose another strategy"
+        )
+    if args.head_members < 2:
         raise ValueError(
             "STEPLABEL_SELECT_STRATEGY=disagreement reads how the head's members disagree, "
             f"and this head has {args.head_members}: set STEPLABEL_TRAIN_HEAD_MEMBERS to 2 or "
-            "more (head mode), or choose another strategy"
+            "more, or choose another strategy"
         )
 
 

@@ -74,6 +74,9 @@ def test_disagreement_needs_a_head_of_several_members(
     with pytest.raises(ValueError, match="STEPLABEL_TRAIN_HEAD_MEMBERS to 2 or more"):
         check_settings(lone)
     check_settings(lone.model_copy(update={"train_head_members": 2}))
+    full = lone.model_copy(update={"train_mode": "full", "train_head_members": 2})
+    with pytest.raises(ValueError, match="full mode trains one: set STEPLABEL_TRAIN_MODE=head"):
+        check_settings(full)
 
     from app.core.config import get_settings
     from worker.__main__ import main
