@@ -23,6 +23,7 @@ from pathlib import Path
 from types import FrameType
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import OperationalError
 
 from app.core.config import Settings, SettingsError, get_settings
 from app.core.db import first_line, get_engine, is_database_away
@@ -123,6 +124,9 @@ def _serve(mode: str, settings: Settings, ranks: Ranks) -> int:
         ranks.on_main(lambda: check_current(engine))
     except (SchemaOutOfDate, RankFailed) as error:
         print(error, file=sys.stderr)
+        return 2
+    except OperationalError as error:  # no server there, no folder for the file
+        print(f"cannot open the database: {first_line(error)}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _request_stop)
     signal.signal(signal.SIGINT, _request_stop)

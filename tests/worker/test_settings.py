@@ -1,6 +1,7 @@
 """The worker's settings: what the head and the selection are told, and what is refused."""
 
 import dataclasses
+from pathlib import Path
 from typing import get_args
 
 import pytest
@@ -145,3 +146,20 @@ def test_the_split_is_no_training_argument() -> None:
     assert "held_out_fraction" not in {f.name for f in dataclasses.fields(TrainingArgs)}
     with pytest.raises(ValidationError, match="held_out_fraction"):
         TrainingArgs(held_out_fraction=0.2)  # type: ignore[call-arg]
+
+
+def test_a_database_out_of_reach_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from app.core.config import get_settings
+    from worker.__main__ import main
+
+    url = f"sqlite:///{tmp_path}/no-such-folder/steplabel.db"
+    monkeypatch.setenv("STEPLABEL_DATABASE_URL", url)
+    get_settings.cache_clear()
+    try:
+        assert main(["once"]) == 2
+    finally:
+        get_settings.cache_clear()
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["cannot open the database: unable to open database file"]
