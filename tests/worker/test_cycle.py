@@ -316,13 +316,14 @@ def test_a_stop_after_the_gate_ends_the_run_succeeded_with_its_model_current(
 
     with transaction(engine) as session:
         seed(session)
-    label_queued(engine)
+    assert label_queued(engine, limit=20) == 20
 
     def after_the_gate() -> bool:
         with Session(engine) as session:
             return session.scalar(select(TrainingRun.step)) == "compare"
 
-    configured = Settings(database_url=database_url, checkpoint_dir=tmp_path, **TEST_WORKER)
+    options = TEST_WORKER | {"train_min_labels": "10"}
+    configured = Settings(database_url=database_url, checkpoint_dir=tmp_path, **options)
     outcome = run_one(engine, configured, force=True, should_stop=after_the_gate)
 
     assert outcome is not None and outcome.status == RunStatus.SUCCEEDED.value, outcome.error
