@@ -58,7 +58,7 @@ from worker.distributed import SINGLE, RankFailed, Ranks
 from worker.eval_sets import file_sets, processbench_missing, with_answer_groups
 from worker.features import FeatureCache, cache_for
 from worker.model import PRM
-from worker.pretrained import resolve_base_model
+from worker.pretrained import PRETRAINED, resolve_base_model
 from worker.repository import CurrentCheckpoint, PoolSolution
 from worker.score import score_solutions
 from worker.select import Candidate, SelectionPlan, as_strategy, uncertainty_of
@@ -72,7 +72,7 @@ from worker.split import (
     with_extra_training,
 )
 from worker.train import Example, fit, setup
-from worker.training_args import TrainingArgs, training_args_for
+from worker.training_args import TINY, TrainingArgs, training_args_for
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -114,6 +114,13 @@ def training_args_from(settings: Settings) -> TrainingArgs:
 
 def check_settings(settings: Settings) -> None:
     """Raise ValueError, saying what to change, where the settings cannot make a run."""
+    base = settings.prm_base_model
+    if base != TINY and base not in PRETRAINED and not Path(base).is_dir():
+        # Found at a run's train step, it failed every run, one a cycle.
+        raise ValueError(
+            f"STEPLABEL_PRM_BASE_MODEL={base!r} is neither 'tiny', a model prepared from PyPI "
+            f"({', '.join(PRETRAINED)}) nor a folder holding a model"
+        )
     args = training_args_from(settings)
     if settings.select_strategy != "disagreement":
         return

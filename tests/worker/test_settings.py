@@ -163,3 +163,10 @@ def test_a_database_out_of_reach_is_one_line(
         get_settings.cache_clear()
     err = capsys.readouterr().err
     assert err.splitlines() == ["cannot open the database: unable to open database file"]
+
+
+def test_a_base_model_that_is_no_model_is_refused_at_start(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"STEPLABEL_PRM_BASE_MODEL='smollm2' is neither 'tiny'"):
+        check_settings(Settings(prm_base_model="smollm2"))
+    for base in ("tiny", "smollm2-135m", str(tmp_path)):  # a prepared name needs no files yet
+        check_settings(Settings(prm_base_model=base))
