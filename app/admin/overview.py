@@ -4,7 +4,7 @@ overall agreement between labelers, and what is left in the PRM's unlabeled pool
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import case, exists, func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from app.admin.agreement.metrics import AgreementSummary
@@ -13,7 +13,8 @@ from app.admin.prm import Pool, RunSummary, pool_status, summarize
 from app.admin.throughput import WINDOWS, throughput
 from app.core.config import Settings
 from app.figures import by_labelers
-from app.models import Assignment, GoldLabel, Label, QueueState, Role, Solution, User, utc_now
+from app.models import Assignment, Label, QueueState, Role, Solution, User, utc_now
+from app.quality.questions import not_a_question
 from app.quality.scoring import combined, labeler_quality
 from app.training import current_run, recent_runs
 
@@ -79,7 +80,7 @@ def overview(
             func.count(), func.coalesce(func.sum(case((remaining > 0, remaining), else_=0)), 0)
         ).where(
             Solution.queue_state == QueueState.OPEN.value,
-            ~exists().where(GoldLabel.solution_id == Solution.id),
+            not_a_question(),
         )
     ).one()
     leased_now = session.scalar(

@@ -11,7 +11,6 @@ from app.models import (
     SCREENING_GENERATION,
     Assignment,
     FinishReason,
-    GoldLabel,
     Label,
     Problem,
     QueueState,
@@ -20,6 +19,7 @@ from app.models import (
     User,
     utc_now,
 )
+from app.quality.questions import not_a_question
 
 RATING_NAMES: dict[int | None, str] = {-1: "negative", 0: "neutral", 1: "positive"}
 
@@ -213,7 +213,7 @@ def open_by_generation(session: Session) -> dict[int, int]:
         .where(
             Solution.queue_state == QueueState.OPEN.value,
             Solution.generation != SCREENING_GENERATION,
-            ~select(GoldLabel.solution_id).where(GoldLabel.solution_id == Solution.id).exists(),
+            not_a_question(),
         )
         .group_by(Solution.generation)
         .order_by(Solution.generation)

@@ -5,7 +5,7 @@ of screening aside): labelers answer them within that generation, once per gener
 their labels carry its number. A question marked later joins the newest generation.
 """
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, exists, func, select
 from sqlalchemy.orm import Session
 
 from app import audit
@@ -17,6 +17,12 @@ from app.models import (
     Solution,
     User,
 )
+
+
+def not_a_question() -> ColumnElement[bool]:
+    """A condition on ``Solution``: it is no quality-control question (it has no gold label).
+    Questions stay open, but are served beside the queue, never sampled or filled."""
+    return ~exists().where(GoldLabel.solution_id == Solution.id)
 
 
 def mark_quality_control(session: Session, solution_id: int, label_id: int) -> GoldLabel:

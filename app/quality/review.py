@@ -11,6 +11,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, aliased
 
 from app.models import SCREENING_GENERATION, GoldLabel, Label, Problem, QueueState, Solution, User
+from app.quality.questions import not_a_question
 from app.quality.scoring import GoldComparison, first_error, gold_comparisons
 
 
@@ -125,7 +126,7 @@ def sample_for_agreement(
                 Solution.generation == generation,
                 Solution.queue_state == QueueState.OPEN.value,
                 func.coalesce(Solution.overlap, default_overlap) < overlap,
-                ~select(GoldLabel.solution_id).where(GoldLabel.solution_id == Solution.id).exists(),
+                not_a_question(),
             )
             .order_by(Solution.id)
         )
