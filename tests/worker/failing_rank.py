@@ -5,11 +5,11 @@ A real failure on one rank alone (a GPU out of memory, a lost device) cannot be 
 demand on the CPU; this stands in for one, so the tests can check that every rank ends
 and the run is recorded as failed with that rank's error.
 
-The worker is imported under the main guard, not at the top: each worker of the grading
-pool (app/grading.py) imports the main module of the process that grades, as
-multiprocessing does for a ``-m module`` that is not a package's ``__main__``, and would
-load torch and transformers for nothing (some 5 s of CPU each, BENCHMARKS.md "The test
-suite's time", session 28).
+The worker is imported under the main guard, not at the top: the grading pool imports the
+main module of the process that grades (app/grading.py ``_main_module``, as multiprocessing
+does for a ``-m module`` that is not a package's ``__main__``), and would load torch and
+transformers for nothing, seconds on the rank's way to its first grading (BENCHMARKS.md
+"The test suite's time", session 28).
 """
 
 import gc
