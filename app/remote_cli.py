@@ -105,10 +105,11 @@ def tokens_revoke(
     _require_current_schema()
     try:
         with transaction() as session:
-            tokens.revoke_token(session, token_id)
+            revocation = tokens.revoke_token(session, token_id)
+            said = revocation.describe()
     except LookupError as error:
         _fail(str(error.args[0]))
-    typer.echo(f"token {token_id} revoked")
+    typer.echo(said)
 
 
 @remote_cli.command("push")

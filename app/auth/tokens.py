@@ -131,30 +131,48 @@ def expiry_in(days: int | None, now: datetime | None = None) -> datetime | None:
     return (now or utc_now()) + timedelta(days=days)
 
 
+@dataclass(frozen=True)
+class Revocation:
+    """A revoked token, and whether this call revoked it (False: it was revoked before)."""
+
+    token: ApiToken
+    now_revoked: bool
+
+    def describe(self) -> str:
+        """What an admin reads: said apart, so that a repeated revoke does not claim a change."""
+        name = f"API token {self.token.id} {self.token.name!r}"
+        if self.now_revoked:
+            return f"{name} revoked: refused from its next request on."
+        assert self.token.revoked_at is not None
+        return f"{name} was already revoked on {self.token.revoked_at:%Y-%m-%d %H:%M} UTC."
+
+
 def revoke_token(
     session: Session,
     token_id: int,
     actor: User | None = None,
     now: datetime | None = None,
-) -> ApiToken:
-    """Revoke a token: refused from its next request on. LookupError if there is none.
+) -> Revocation:
+    """Revoke a token: refused from its next request on. LookupError if there is none;
+    revoking a revoked token changes nothing (and records nothing).
 
     ``actor`` is who revoked it, for the audit log (None: the command line)."""
     token = session.get(ApiToken, token_id)
     if token is None:
         raise LookupError(f"there is no API token {token_id}")
-    if token.revoked_at is None:
-        token.revoked_at = now or utc_now()
-        session.flush()
-        audit.record(
-            session,
-            actor,
-            "token.revoke",
-            f"token {token.id} {token.name!r}",
-            before={"revoked": False},
-            after={"revoked": True},
-        )
-    return token
+    if token.revoked_at is not None:
+        return Revocation(token, now_revoked=False)
+    token.revoked_at = now or utc_now()
+    session.flush()
+    audit.record(
+        session,
+        actor,
+        "token.revoke",
+        f"token {token.id} {token.name!r}",
+        before={"revoked": False},
+        after={"revoked": True},
+    )
+    return Revocation(token, now_revoked=True)
 
 
 def token_holder(session: Session, secret: str, now: datetime | None = None) -> TokenHolder | None:

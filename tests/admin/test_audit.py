@@ -148,8 +148,10 @@ def test_api_tokens_made_and_revoked_are_recorded_and_a_refused_one_records_noth
     revoked = entries(engine)[-1]
     assert (revoked.action, revoked.actor) == ("token.revoke", "root")
     assert (revoked.before, revoked.after) == ({"revoked": False}, {"revoked": True})
-    # Revoking again changes nothing and so records nothing.
-    assert admin.post(f"/admin/tokens/{token_id}/revoke").status_code == 200
+    # Revoking again changes nothing, records nothing and says so.
+    again = admin.post(f"/admin/tokens/{token_id}/revoke")
+    assert again.status_code == 200
+    assert f"API token {token_id} &#39;ci&#39; was already revoked on " in again.text
     assert len(entries(engine)) == 2
 
 

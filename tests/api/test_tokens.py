@@ -267,3 +267,21 @@ def test_the_client_says_what_the_server_refused_in_words(api: TestClient, engin
         "the server answered 404: no steplabel API at http://testserver/steplabel/api/v1/me "
         "(is the URL the server's root?)"
     )
+
+
+def test_revoking_twice_says_the_second_time_that_nothing_changed(
+    engine: Engine, api: TestClient
+) -> None:
+    issued = issue(engine, "root", "read")
+    first = CliRunner().invoke(cli, ["tokens", "revoke", str(issued.token_id)])
+    assert first.exit_code == 0
+    assert first.stdout.strip() == (
+        f"API token {issued.token_id} 'test' revoked: refused from its next request on."
+    )
+    again = CliRunner().invoke(cli, ["tokens", "revoke", str(issued.token_id)])
+    assert again.exit_code == 0
+    assert f"API token {issued.token_id} 'test' was already revoked on " in again.stdout
+    assert "refused from its next request on" not in again.stdout
+    missing = CliRunner().invoke(cli, ["tokens", "revoke", str(issued.token_id + 1)])
+    assert missing.exit_code == 1
+    assert missing.stderr.strip() == f"there is no API token {issued.token_id + 1}"

@@ -179,11 +179,10 @@ def revoke_token(
     request: Request, session: DbSession, admin: CurrentAdmin, token_id: DbId
 ) -> HTMLResponse:
     try:
-        token = api_tokens.revoke_token(session, token_id, admin)
+        revocation = api_tokens.revoke_token(session, token_id, admin)
     except LookupError:
         raise HTTPException(404, f"There is no API token {token_id}.") from None
-    message = f"API token {token.name!r} revoked: refused from its next request on."
-    return _users_answer(request, session, {"message": message})
+    return _users_answer(request, session, {"message": revocation.describe()})
 
 
 def _users_answer(
