@@ -2,6 +2,7 @@
 
 import gc
 import json
+import sqlite3
 import subprocess
 import sys
 from datetime import datetime
@@ -269,10 +270,18 @@ def _label_first_demo_solution(session: Session) -> str:
 def test_commands_on_an_unmigrated_database_say_to_migrate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("STEPLABEL_DATABASE_URL", f"sqlite:///{tmp_path / 'empty.db'}")
+    database = tmp_path / "empty.db"
+    monkeypatch.setenv("STEPLABEL_DATABASE_URL", f"sqlite:///{database}")
     source = tmp_path / "labels.jsonl"
     source.write_text(factories.line(factories.record()))
-    for args in (["import", "prm800k", str(source)], ["export", "-o", "-"], ["seed-demo"]):
+    commands = (["import", "prm800k", str(source)], ["export", "-o", "-"], ["seed-demo"])
+    for args in commands:
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 2
+        assert f"there is no database file {database}: run `steplabel migrate`" in result.stderr
+    assert not database.exists()  # a mistyped path leaves no empty file behind
+    sqlite3.connect(database).close()
+    for args in commands:
         result = runner.invoke(cli, args)
         assert result.exit_code == 2
         assert "has no steplabel schema" in result.stderr

@@ -51,6 +51,13 @@ def head_revision() -> str | None:
 def check_current(engine: Engine) -> None:
     """Raise SchemaOutOfDate unless the database is at the newest migration."""
     head = head_revision()
+    missing = _missing_sqlite_file(engine)
+    if missing is not None:
+        # Connecting would create it: a mistyped path would leave an empty file behind.
+        raise SchemaOutOfDate(
+            f"there is no database file {missing}: run `steplabel migrate` (make migrate) "
+            "to make one, or check STEPLABEL_DATABASE_URL"
+        )
     with engine.connect() as connection:
         current = MigrationContext.configure(connection).get_current_revision()
     if current != head:
@@ -58,3 +65,16 @@ def check_current(engine: Engine) -> None:
         raise SchemaOutOfDate(
             f"the database {state}, the code needs {head}: run `steplabel migrate` (make migrate)"
         )
+
+
+def _missing_sqlite_file(engine: Engine) -> Path | None:
+    """The SQLite file the engine names when its folder exists and it does not (None:
+    it exists, the folder does not, or the database is no file)."""
+    url = engine.url
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    if url.query.get("uri") == "true":  # a URI such as file:name?mode=memory
+        return None
+    path = Path(url.database)
+    # No folder: connecting fails without making anything, and says so itself.
+    return path if path.parent.is_dir() and not path.exists() else None
