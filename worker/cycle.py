@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import re
 import threading
 import time
 import traceback
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
+from pydantic import ValidationError
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -121,7 +123,10 @@ def check_settings(settings: Settings) -> None:
             f"STEPLABEL_PRM_BASE_MODEL={base!r} is neither 'tiny', a model prepared from PyPI "
             f"({', '.join(PRETRAINED)}) nor a folder holding a model"
         )
-    args = training_args_from(settings)
+    try:
+        args = training_args_from(settings)
+    except ValidationError as error:
+        raise ValueError(_in_settings_words(error)) from None
     if settings.select_strategy != "disagreement":
         return
     if args.mode != "head":
@@ -137,6 +142,19 @@ def check_settings(settings: Settings) -> None:
             f"and this head has {args.head_members}: set STEPLABEL_TRAIN_HEAD_MEMBERS to 2 or "
             "more, or choose another strategy"
         )
+
+
+def _in_settings_words(error: ValidationError) -> str:
+    """TrainingArgs' refusal as the settings' reader needs it: one line, each ``argument=``
+    named by the variable that sets it. Settings bound each value alone, so what reaches here is
+    TrainingArgs' check across them (the readings a mode's features hold)."""
+    problems = "; ".join(
+        str(problem["msg"]).removeprefix("Value error, ") for problem in error.errors()
+    )
+    for name in TrainingArgs.__dataclass_fields__:
+        if f"train_{name}" in Settings.model_fields:
+            problems = re.sub(rf"\b{name}=", f"STEPLABEL_TRAIN_{name.upper()}=", problems)
+    return problems
 
 
 def _readings(setting: str | None) -> tuple[str, ...] | None:

@@ -122,7 +122,7 @@ class TrainingArgs:
         readable = HEAD_READINGS if self.mode == "head" else LAST_LAYER
         if not self.head_readings or not set(self.head_readings) <= set(readable):
             raise ValueError(
-                f"invalid training arguments: head_readings {', '.join(self.head_readings)} "
+                f"invalid training arguments: head_readings={','.join(self.head_readings)} "
                 f"(the {self.mode} mode reads {', '.join(readable)})"
             )
 
