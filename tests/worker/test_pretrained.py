@@ -186,6 +186,8 @@ def test_the_prepare_command(
         assert capsys.readouterr().out == f"ready: {smollm2}\n"
         assert main(["prepare", "gpt-5"]) == 1
         assert "unknown model 'gpt-5'" in capsys.readouterr().err
+        assert main(["prepare", "tiny"]) == 0
+        assert "nothing to prepare: 'tiny' is built from a config" in capsys.readouterr().out
         monkeypatch.setenv("STEPLABEL_PRM_BASE_MODEL", "tiny")
         get_settings.cache_clear()
         assert main(["prepare"]) == 0

@@ -77,11 +77,17 @@ def test_one_run_at_a_time_and_stale_runs_fail(session: Session) -> None:
     assert first is not None
     request_run(session)
     assert runs.claim_run(session, settings(), force=True, now=NOW + timedelta(minutes=1)) is None
+    assert runs.whose_run_blocks(session, NOW + timedelta(seconds=75)) == (
+        f"run {first.id} is training on {runs.worker_name()} (last heartbeat 75 s ago; "
+        "a run is taken for dead after 10 min without one)"
+    )
     later = NOW + runs.STALE_AFTER + timedelta(minutes=1)
     second = runs.claim_run(session, settings(), now=later)
     session.refresh(first)
     assert first.status == RunStatus.FAILED.value and first.error == "the worker stopped"
     assert second is not None and second.id != first.id
+    runs.finish_run(session, second)
+    assert runs.whose_run_blocks(session) == "another worker was training"
 
 
 def test_failed_runs_do_not_reset_the_schedule(session: Session) -> None:
