@@ -60,6 +60,14 @@ class Throughput:
     def solutions_per_second(self) -> float:
         return self.solutions / self.seconds if self.seconds else 0.0
 
+    def __add__(self, other: Throughput) -> Throughput:
+        return Throughput(
+            self.solutions + other.solutions,
+            self.sequences + other.sequences,
+            self.tokens + other.tokens,
+            self.seconds + other.seconds,
+        )
+
 
 @dataclass(frozen=True)
 class _Window:
@@ -193,12 +201,7 @@ def fill_cache(
             break
         part = items[start : start + chunk]
         done = step_features(model, tokenizer, part, args, cache)[1]
-        total = Throughput(
-            total.solutions + done.solutions,
-            total.sequences + done.sequences,
-            total.tokens + done.tokens,
-            total.seconds + done.seconds,
-        )
+        total += done
         if done.sequences:
             report(start + len(part), total)
     return total

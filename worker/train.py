@@ -34,7 +34,7 @@ from worker.head import HeadFit, HeadTraining, StepHead, fit_head
 from worker.layout import IGNORE_INDEX, LABELS, Encoded, encode_many
 from worker.model import PRM, PRMOutput, compile_layers
 from worker.precision import MasterWeights
-from worker.score import Throughput, step_features
+from worker.score import Throughput, fill_cache, step_features
 from worker.training_args import TrainingArgs
 
 
@@ -413,7 +413,17 @@ def _fit_head(
     if _rank_and_world()[1] > 1:
         raise ValueError("head mode trains in one process: run it without torchrun")
     started = time.perf_counter()
-    steps, throughput = labeled_step_features(model, tokenizer, examples, args, cache)
+    filled = Throughput(0, 0, 0, 0.0)
+    if cache is not None and should_stop is not None:
+        # A cold cache takes hours with phase-1 labels on a CPU: fill it a chunk at a time,
+        # so a stop waits for one chunk; what was computed is kept for the next run.
+        items = [(e.problem, e.steps) for e in examples]
+        filled = fill_cache(model, tokenizer, items, args, cache, should_stop=should_stop)
+        if should_stop():
+            model.eval()
+            return FitStats(stopped=True, seconds=time.perf_counter() - started)
+    steps, read = labeled_step_features(model, tokenizer, examples, args, cache)
+    throughput = filled + read
     stats = FitStats(
         examples=sum(1 for e in examples if e.labeled),
         labeled_steps=len(steps.classes),

@@ -1,5 +1,6 @@
 """The head mode's head: members, readings, training, and checkpoints of it."""
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,7 @@ from safetensors.torch import save_file
 
 from tests.worker import arithmetic_examples, tiny_args
 from worker.checkpoint import HEAD_FILE, load_checkpoint, save_checkpoint
+from worker.features import cache_for
 from worker.head import HeadTraining, StepHead, fit_head
 from worker.model import HEAD_READINGS, LAST_LAYER
 from worker.score import score_solutions
@@ -97,6 +99,31 @@ def test_training_stops_when_asked() -> None:
     )
 
     assert result.stopped and result.optimizer_steps == 10
+
+
+def test_a_stop_while_features_are_computed_comes_after_one_chunk_and_keeps_it(
+    tmp_path: Path,
+) -> None:
+    """A cold cache takes hours with phase-1 labels on a CPU: a stop must not wait for it.
+    The chunk computed is kept, and the next fit computes only the rest."""
+    args = tiny_args(mode="head", epochs=2)
+    examples = arithmetic_examples(150, seed=4)  # three chunks of fill_cache's 64
+    model, tokenizer, _ = setup(args)
+    cache = cache_for(model, args, tmp_path)
+    assert cache is not None
+    asked = itertools.count()
+
+    stopped = fit(
+        model, tokenizer, examples, args, cache=cache, should_stop=lambda: next(asked) > 0
+    )
+
+    assert stopped.stopped and stopped.optimizer_steps == 0 and stopped.epochs == 0
+    assert 0 < len(cache) <= 64  # one chunk's sequences (repeated solutions share one)
+    trained = fit(model, tokenizer, examples, args, cache=cache, should_stop=lambda: False)
+    assert not trained.stopped and trained.epochs == 2
+    # The first chunk's 64 solutions are read from the cache.
+    assert 0 < trained.feature_sequences <= len(examples) - 64
+    assert trained.labeled_steps == sum(len(e.labeled) for e in examples)
 
 
 @pytest.mark.parametrize(("hidden", "members"), [(0, 1), (8, 3)])
