@@ -93,6 +93,12 @@ class FinishReason(enum.StrEnum):
     BAD_PROBLEM = "bad_problem"
 
 
+FIRST_ERROR_DECIDED = (FinishReason.FOUND_ERROR.value, FinishReason.SOLUTION.value)
+"""Finish reasons of labels that went as far as the labeler could judge: their first error
+(or that there is none) is comparable with another label's. A give-up or a bad problem may
+hold a negative step (phase 1 rates candidates before going on) but decided nothing."""
+
+
 class User(Base):
     __tablename__ = "users"
     __table_args__ = (CheckConstraint("role IN ('labeler', 'admin')", name="role"),)

@@ -20,11 +20,9 @@ from sqlalchemy import ColumnElement, Select, and_, case, func, select
 from sqlalchemy.orm import Session, aliased, selectinload
 
 from app.core.statements import AnyRow
-from app.models import FinishReason, GoldLabel, Label, LabelStep, Problem, StepCompletion
+from app.models import FIRST_ERROR_DECIDED, GoldLabel, Label, LabelStep, Problem, StepCompletion
 
 PAGE_SIZE = 25
-FINISHED = (FinishReason.FOUND_ERROR.value, FinishReason.SOLUTION.value)
-"""Labels whose first error (or none) the labeler decided: comparable with a gold label's."""
 
 
 @dataclass(frozen=True)
@@ -291,7 +289,8 @@ def _gold_answer(row: AnyRow, mine: Ratings, gold: Ratings) -> GoldAnswer:
         agreement=Agreement(len(both), sum(mine[key] == gold[key] for key in both)),
         first_error=_first_error(mine),
         gold_first_error=_first_error(gold),
-        first_error_comparable=row.finish_reason in FINISHED and row.gold_finish_reason in FINISHED,
+        first_error_comparable=row.finish_reason in FIRST_ERROR_DECIDED
+        and row.gold_finish_reason in FIRST_ERROR_DECIDED,
     )
 
 

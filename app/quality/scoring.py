@@ -34,10 +34,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session, aliased
 
 from app.figures import by_labelers, share
-from app.models import FinishReason, GoldLabel, Label, Role, StepCompletion, User
-
-FINISHED = (FinishReason.FOUND_ERROR.value, FinishReason.SOLUTION.value)
-"""Labels that went as far as the labeler could judge: their first error is comparable."""
+from app.models import FIRST_ERROR_DECIDED, GoldLabel, Label, Role, StepCompletion, User
 
 
 @dataclass(frozen=True)
@@ -114,9 +111,10 @@ def _answers() -> Subquery:
             Label.is_initial_screening.label("screening"),
             Label.generation,
             GoldLabel.label_id.label("gold_id"),
-            and_(Label.finish_reason.in_(FINISHED), gold.finish_reason.in_(FINISHED)).label(
-                "comparable"
-            ),
+            and_(
+                Label.finish_reason.in_(FIRST_ERROR_DECIDED),
+                gold.finish_reason.in_(FIRST_ERROR_DECIDED),
+            ).label("comparable"),
         )
         .join(GoldLabel, GoldLabel.solution_id == Label.solution_id)
         .join(gold, gold.id == GoldLabel.label_id)

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from app.admin import reliability
 from app.admin.reliability import IntArray
-from app.models import FinishReason
+from app.models import FIRST_ERROR_DECIDED, FinishReason
 
 STEP_RATINGS = (-1, 0, 1)
 """Step ratings in order; arrays hold their index (the rating + 1)."""
@@ -48,15 +48,14 @@ class SharedLabels:
     @cached_property
     def first_errors(self) -> tuple[IntArray, BoolArray]:
         """Each label's first negative step (NO_ERROR when none), and whether it states one:
-        it has a negative step, or it finished as ``solution``."""
+        it finished as ``found_error`` or ``solution`` (models.FIRST_ERROR_DECIDED)."""
         never = np.iinfo(np.int64).max
         first = np.full(len(self.label_id), never, dtype=np.int64)
         negative = self.rating_value == NEGATIVE
         np.minimum.at(first, self.rating_label[negative], self.rating_step[negative])
-        has_error = first != never
-        first[~has_error] = NO_ERROR
-        solved = self.finish == FINISH_REASONS.index(FinishReason.SOLUTION.value)
-        return first, has_error | solved
+        first[first == never] = NO_ERROR
+        decided = [FINISH_REASONS.index(reason) for reason in FIRST_ERROR_DECIDED]
+        return first, np.isin(self.finish, decided)
 
     def generations(self) -> list[int]:
         present = np.unique(self.generation)
