@@ -15,6 +15,7 @@ from app.models import (
     GoldLabel,
     Label,
     Solution,
+    StepCompletion,
     User,
 )
 
@@ -25,11 +26,17 @@ def not_a_question() -> ColumnElement[bool]:
     return ~exists().where(GoldLabel.solution_id == Solution.id)
 
 
+def rates_a_step(label_id: ColumnElement[int]) -> ColumnElement[bool]:
+    """Whether the label rates at least one step: what a gold label needs."""
+    return exists().where(StepCompletion.label_id == label_id, StepCompletion.rating.is_not(None))
+
+
 def mark_quality_control(session: Session, solution_id: int, label_id: int) -> GoldLabel:
     """Make ``label_id`` the gold label of ``solution_id``; it is then served to everyone.
 
     Raises LookupError for an unknown solution or label, ValueError for a label of
-    another solution.
+    another solution or one that rates no step (a give-up or bad problem at once): every
+    answer would be checked against a key that holds nothing to agree with.
     """
     if session.get(Solution, solution_id) is None:
         raise LookupError(f"there is no solution {solution_id}")
@@ -38,6 +45,10 @@ def mark_quality_control(session: Session, solution_id: int, label_id: int) -> G
         raise LookupError(f"there is no label {label_id}")
     if label.solution_id != solution_id:
         raise ValueError(f"label {label_id} is not a label of solution {solution_id}")
+    if not session.scalar(select(rates_a_step(Label.id)).where(Label.id == label_id)):
+        raise ValueError(
+            f"label {label_id} rates no step: a gold label needs ratings to check answers by"
+        )
     gold = session.get(GoldLabel, solution_id)
     if gold is None:
         gold = GoldLabel(solution_id=solution_id, label_id=label_id)

@@ -10,8 +10,16 @@ from datetime import datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, aliased
 
-from app.models import SCREENING_GENERATION, GoldLabel, Label, Problem, QueueState, Solution, User
-from app.quality.questions import not_a_question
+from app.models import (
+    SCREENING_GENERATION,
+    GoldLabel,
+    Label,
+    Problem,
+    QueueState,
+    Solution,
+    User,
+)
+from app.quality.questions import not_a_question, rates_a_step
 from app.quality.scoring import GoldComparison, first_error, gold_comparisons
 
 
@@ -74,7 +82,8 @@ class GoldCandidate:
 
 
 def gold_candidates(session: Session, labeler_id: int, limit: int = 20) -> list[GoldCandidate]:
-    """The labeler's latest labels of pre-generated solutions, newest first."""
+    """The labeler's latest labels of pre-generated solutions that could be gold (they rate
+    a step: ``mark_quality_control``), newest first."""
     rows = session.execute(
         select(
             Label.id.label("label_id"),
@@ -88,7 +97,11 @@ def gold_candidates(session: Session, labeler_id: int, limit: int = 20) -> list[
         )
         .join(Problem, Problem.id == Label.problem_id)
         .outerjoin(GoldLabel, GoldLabel.solution_id == Label.solution_id)
-        .where(Label.labeler_id == labeler_id, Label.solution_id.is_not(None))
+        .where(
+            Label.labeler_id == labeler_id,
+            Label.solution_id.is_not(None),
+            rates_a_step(Label.id),
+        )
         .order_by(Label.timestamp.desc(), Label.id.desc())
         .limit(limit)
     )

@@ -287,3 +287,33 @@ def test_figures_move_when_a_labeler_submits(admin: Admin, engine: Engine) -> No
     assert figures() == (before[0] + 1, before[1] + 1, before[2] + 1)
     alice_quality = {r["name"]: r for r in admin.client.get("/api/admin/quality").json()}["alice"]
     assert alice_quality["quality_control"]["step_accuracy"] == 0.5
+
+
+def test_a_label_that_rates_no_step_cannot_be_a_gold_label(admin: Admin, engine: Engine) -> None:
+    """A give-up or bad problem reported at once rates nothing: as a gold label, every answer
+    would be checked against a key with nothing to agree with. It is neither offered nor
+    taken; a give-up that rated steps first stays a possible key (its steps compare)."""
+    with Session(engine) as session:
+        root = session.scalar(select(User).where(User.name == "root"))
+        assert root is not None
+        labels = {
+            (reason, bool(ratings)): make_label(
+                session, root, make_solution(session), ratings, finish_reason=reason
+            )
+            for reason, ratings in (("give_up", []), ("bad_problem", []), ("give_up", [[1]]))
+        }
+        ids = {key: (label.solution_id, label.id) for key, label in labels.items()}
+        session.commit()
+    page = admin.client.get("/admin/qc").text
+    offered = re.findall(r'name="label_id" value="(\d+)"', page)
+    assert offered == [str(ids["give_up", True][1])]
+    for key in (("give_up", False), ("bad_problem", False)):
+        solution_id, label_id = ids[key]
+        refused = admin.post(
+            "/admin/qc/gold", {"solution_id": str(solution_id), "label_id": str(label_id)}
+        )
+        assert refused.status_code == 422
+        expected = f"label {label_id} rates no step: a gold label needs ratings to check answers by"
+        assert expected in refused.text
+    with Session(engine) as session:
+        assert session.scalar(select(func.count()).select_from(GoldLabel)) == 0
