@@ -495,6 +495,7 @@ def test_an_admin_is_told_that_labeling_takes_a_task(
     admin.goto("/label/next")
     notice = admin.locator(".lease-notice")
     expect(notice).to_contain_text("You hold this task for 30 minutes")
+    expect(notice).to_contain_text("What you submit fills one of its slots")
     with logged_in(
         browser, live_app, "alice", SIZES["390x844"], password=project.passwords["alice"]
     ) as alice:
