@@ -181,7 +181,8 @@ def test_once_trains_selects_and_queues_a_generation(
     first_out, first_err = first.communicate(timeout=600)
     assert first.returncode == 0, first_out + first_err
     assert second.returncode == BUSY, second_err
-    assert second_err.startswith("run 1 is training on ") and "nothing done" in second_err
+    said = second_err.splitlines()[-1]  # after the log's lines
+    assert said.startswith("run 1 is training on ") and said.endswith("; nothing done")
 
     with Session(engine) as session:
         run = session.scalars(select(TrainingRun)).one()  # the second did not train
