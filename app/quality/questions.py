@@ -5,7 +5,7 @@ of screening aside): labelers answer them within that generation, once per gener
 their labels carry its number. A question marked later joins the newest generation.
 """
 
-from sqlalchemy import ColumnElement, exists, func, select
+from sqlalchemy import ColumnElement, SQLColumnExpression, exists, func, select
 from sqlalchemy.orm import Session
 
 from app import audit
@@ -26,7 +26,7 @@ def not_a_question() -> ColumnElement[bool]:
     return ~exists().where(GoldLabel.solution_id == Solution.id)
 
 
-def rates_a_step(label_id: ColumnElement[int]) -> ColumnElement[bool]:
+def rates_a_step(label_id: SQLColumnExpression[int]) -> ColumnElement[bool]:
     """Whether the label rates at least one step: what a gold label needs."""
     return exists().where(StepCompletion.label_id == label_id, StepCompletion.rating.is_not(None))
 
@@ -45,7 +45,7 @@ def mark_quality_control(session: Session, solution_id: int, label_id: int) -> G
         raise LookupError(f"there is no label {label_id}")
     if label.solution_id != solution_id:
         raise ValueError(f"label {label_id} is not a label of solution {solution_id}")
-    if not session.scalar(select(rates_a_step(Label.id)).where(Label.id == label_id)):
+    if not session.execute(select(rates_a_step(Label.id)).where(Label.id == label_id)).scalar():
         raise ValueError(
             f"label {label_id} rates no step: a gold label needs ratings to check answers by"
         )
