@@ -45,7 +45,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.db import first_line, is_database_away, transaction
+from app.core.db import retried_while_away, transaction
 from app.grading import answer_groups, grade_solutions
 from app.models import RunStatus, TrainingRun
 from app.pool_shape import chosen_strategy, per_problem
@@ -609,10 +609,6 @@ def _claim(engine: Engine, settings: Settings, force: bool) -> int | None:
         return run.id if run else None
 
 
-END_RETRY_MAX_S = 30.0
-"""The longest wait between two tries to record a run's end while the database is away."""
-
-
 def _never() -> bool:
     return False
 
@@ -624,25 +620,15 @@ def _end_run(
     that failed because the database went away ends here too): a run is never left
     "running" by a worker that is still alive. Only a stop request gives up, leaving the
     run for the stale-heartbeat check (runs.fail_stale_runs)."""
-    wait = 1.0
-    while True:
-        try:
-            with transaction(engine) as session:
-                run = session.get(TrainingRun, run_id)
-                assert run is not None
-                runs.finish_run(session, run, error=error)
-                return RunOutcome(run.id, run.status, run.error, outcome_summary(run.metrics))
-        except Exception as failure:
-            if not is_database_away(failure) or should_stop():
-                raise
-            logger.warning(
-                "run %s: cannot record its end, the database is away (%s); again in %.0f s",
-                run_id,
-                first_line(failure),
-                wait,
-            )
-        time.sleep(wait)
-        wait = min(wait * 2, END_RETRY_MAX_S)
+
+    def record() -> RunOutcome:
+        with transaction(engine) as session:
+            run = session.get(TrainingRun, run_id)
+            assert run is not None
+            runs.finish_run(session, run, error=error)
+            return RunOutcome(run.id, run.status, run.error, outcome_summary(run.metrics))
+
+    return retried_while_away(record, f"run {run_id}: recording its end", should_stop)
 
 
 def outcome_summary(stored: dict[str, Any] | None) -> str | None:

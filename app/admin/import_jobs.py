@@ -42,7 +42,7 @@ from app.admin.imports import (
     import_upload,
     upload_name,
 )
-from app.core.db import get_engine, is_sqlite, transaction
+from app.core.db import get_engine, is_sqlite, retried_while_away, transaction
 from app.datasets.reading import count_lines
 from app.models import ImportJob, JobStatus, User, utc_now
 from app.progress import Progress
@@ -126,8 +126,8 @@ class JobRunner:
                 with upload:
                     run_job(get_engine(database_url), job_id, upload)
             except Exception:
-                # The database itself failed (run_job records any other failure): the job
-                # stays unfinished until the next start marks it; the thread goes on.
+                # Recording failed, and not for an outage (run_job waits those out): the
+                # job stays unfinished until the next start marks it; the thread goes on.
                 logger.exception("import job %s could not be recorded", job_id)
 
 
@@ -221,12 +221,12 @@ def mark_interrupted(engine: Engine) -> None:
 
 
 def run_job(engine: Engine, job_id: int, upload: BinaryIO) -> None:
-    """Import the job's spooled file; the data and the job's outcome commit together."""
-    with transaction(engine) as session:
-        job = session.get(ImportJob, job_id)
-        if job is None or job.status != JobStatus.QUEUED.value:
-            return  # marked interrupted while it waited
-        job.status, job.started_at = JobStatus.RUNNING.value, utc_now()
+    """Import the job's spooled file; the data and the job's outcome commit together.
+
+    While the database is unreachable (a restart), the job's start and its failure are
+    recorded once it is back: a job is never left queued or running by a live process."""
+    if not retried_while_away(partial(_start, engine, job_id), f"import job {job_id}: starting"):
+        return  # marked interrupted while it waited
     # On SQLite the import holds the one write lock, which a progress write would wait for.
     sqlite = is_sqlite(engine.url.drivername)
     show = _count_only if sqlite else partial(_note_progress, engine, job_id)
@@ -239,9 +239,24 @@ def run_job(engine: Engine, job_id: int, upload: BinaryIO) -> None:
     except Exception as error:
         logger.exception("import job %s failed", job_id)
         message = f"the import stopped: {type(error).__name__}: {error}; nothing was imported"
-        with transaction(engine) as session:
-            job = session.get_one(ImportJob, job_id)
-            _record_outcome(job, UploadResult(error=message), progress.done)
+        failed = partial(_record_failure, engine, job_id, message, progress.done)
+        retried_while_away(failed, f"import job {job_id}: recording its failure")
+
+
+def _start(engine: Engine, job_id: int) -> bool:
+    """Mark the job running; False if it is no longer queued."""
+    with transaction(engine) as session:
+        job = session.get(ImportJob, job_id)
+        if job is None or job.status != JobStatus.QUEUED.value:
+            return False
+        job.status, job.started_at = JobStatus.RUNNING.value, utc_now()
+        return True
+
+
+def _record_failure(engine: Engine, job_id: int, message: str, lines_done: int) -> None:
+    with transaction(engine) as session:
+        job = session.get_one(ImportJob, job_id)
+        _record_outcome(job, UploadResult(error=message), lines_done)
 
 
 def _options(job: ImportJob) -> UploadOptions:

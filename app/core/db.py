@@ -269,6 +269,31 @@ def retried_once_on_conflict(unit: Callable[P, T]) -> Callable[P, T]:
     return run
 
 
+AWAY_RETRY_MAX_S = 30.0
+"""The longest wait between two tries of ``retried_while_away``."""
+
+
+def retried_while_away(
+    unit: Callable[[], T], what: str, give_up: Callable[[], bool] = lambda: False
+) -> T:
+    """``unit()``, tried again while the database is unreachable (waits from 1 s, doubling
+    to AWAY_RETRY_MAX_S), so that what it records is recorded once the database is back: a
+    restart does not leave a run or an import "running" for good. Any other error, or
+    ``give_up()`` saying so, is raised. ``what`` names it in the log."""
+    wait = 1.0
+    while True:
+        try:
+            return unit()
+        except Exception as failure:
+            if not is_database_away(failure) or give_up():
+                raise
+            logger.warning(
+                "%s: the database is away (%s); again in %.0f s", what, first_line(failure), wait
+            )
+        time.sleep(wait)
+        wait = min(wait * 2, AWAY_RETRY_MAX_S)
+
+
 DATABASE_THREADS = 4
 """Threads per process doing labeling requests' database work at once. More do not go
 faster (each needs the GIL between round trips): requests then queue for the GIL, unfairly,

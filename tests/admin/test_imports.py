@@ -7,9 +7,10 @@ import io
 import re
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import httpx
 import pytest
@@ -20,8 +21,9 @@ from typer.testing import CliRunner
 
 from app.admin import import_jobs
 from app.admin.import_jobs import UNFINISHED
-from app.admin.imports import UploadOptions, import_upload, upload_name
+from app.admin.imports import UploadOptions, UploadResult, import_upload, upload_name
 from app.cli import cli
+from app.core import db
 from app.main import create_app
 from app.models import (
     ImportJob,
@@ -36,6 +38,7 @@ from app.models import (
 from app.progress import Progress
 from tests import factories
 from tests.admin.conftest import HTMX, Admin
+from tests.outage import block_database, unblock_database
 from tests.web import add_user, log_in
 
 runner = CliRunner()
@@ -332,3 +335,59 @@ def test_upload_name_keeps_only_the_file_name() -> None:
     assert upload_name("../../etc/passwd") == "passwd"
     assert upload_name("C:\\data\\x.jsonl") == "x.jsonl"
     assert upload_name(None) == upload_name("") == "upload.jsonl"
+
+
+def _queued_job(engine: Engine, content: bytes) -> tuple[int, BinaryIO]:
+    upload, lines = import_jobs.spool(io.BytesIO(content))
+    with Session(engine) as session:
+        admin = factories.make_user(session, "root", role=Role.ADMIN)
+        job = import_jobs.add_job(
+            session, "labels.jsonl", UploadOptions("prm800k"), lines, admin.id
+        )
+        session.commit()
+        return job.id, upload
+
+
+def test_a_database_restart_during_an_import_ends_its_job_failed_once_it_is_back(
+    engine: Engine, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The import's connection is ended and new ones refused for a while (a restart): the
+    job's failure is recorded once the database is back, not left "running" for good (the
+    client polls a job until it ends). Nothing of the file is written."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("a database server to make unreachable")
+    monkeypatch.setattr(db, "AWAY_RETRY_MAX_S", 0.5)
+    job_id, upload = _queued_job(engine, "".join(good_lines(3)).encode())
+    real_import = import_jobs.import_upload
+
+    def import_into_a_restart(*args: Any) -> UploadResult:
+        block_database(database_url)
+        threading.Timer(1.5, unblock_database, (database_url,)).start()
+        return real_import(*args)
+
+    monkeypatch.setattr(import_jobs, "import_upload", import_into_a_restart)
+    with upload:
+        import_jobs.run_job(engine, job_id, upload)
+
+    with Session(engine) as session:
+        job = session.get_one(ImportJob, job_id)
+        assert job.status == "failed" and job.finished_at is not None
+        assert job.error is not None and job.error.startswith("the import stopped: Operational")
+    assert counts(engine) == {"labels": 0, "step_completions": 0, "problems": 0, "solutions": 0}
+
+
+def test_a_job_that_starts_while_the_database_is_away_runs_once_it_is_back(
+    engine: Engine, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not database_url.startswith("postgresql"):
+        pytest.skip("a database server to make unreachable")
+    monkeypatch.setattr(db, "AWAY_RETRY_MAX_S", 0.5)
+    job_id, upload = _queued_job(engine, "".join(good_lines(3)).encode())
+    block_database(database_url)
+    threading.Timer(1.5, unblock_database, (database_url,)).start()
+    with upload:
+        import_jobs.run_job(engine, job_id, upload)
+    with Session(engine) as session:
+        job = session.get_one(ImportJob, job_id)
+        assert (job.status, job.lines_done, job.error) == ("succeeded", 3, None)
+    assert counts(engine)["labels"] == 3

@@ -14,6 +14,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from app import training
+from app.core import db
 from app.core.config import Settings
 from app.core.db import make_engine, transaction
 from app.models import RunStatus, TrainingRun
@@ -88,7 +89,7 @@ def test_the_worker_loop_lives_through_an_outage_between_runs_and_in_one(
         train_min_new_labels=0,
         **TEST_WORKER,
     )
-    monkeypatch.setattr(cycle, "END_RETRY_MAX_S", 0.5)
+    monkeypatch.setattr(db, "AWAY_RETRY_MAX_S", 0.5)
     stop = threading.Event()
     failures: list[BaseException] = []
 
