@@ -183,6 +183,7 @@ def consensus_record(session: Session, votes: SolutionVotes) -> dict[str, Any] |
             SOLUTIONS.c.steps,
             SOLUTIONS.c.answer,
             SOLUTIONS.c.verifier_score,
+            SOLUTIONS.c.source_id,
             PROBLEMS.c.text,
             PROBLEMS.c.ground_truth_solution,
             PROBLEMS.c.ground_truth_answer,
@@ -219,6 +220,7 @@ def consensus_record(session: Session, votes: SolutionVotes) -> dict[str, Any] |
         steps=steps,
         total_time=None,
         finish_reason=decided.finish_reason,
+        external_id=solution.source_id,  # as every export writes it: pipelines join by it
     )
     line[PROVENANCE_KEY] = provenance(votes, decided)
     return line

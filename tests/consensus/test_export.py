@@ -40,6 +40,7 @@ def test_consensus_line_per_solution_with_provenance(session: Session) -> None:
     single = make_solution(session, THREE_STEPS)
     only = make_rated_label(session, alice, single, [0, 1, 1])
     make_rated_label(session, bob, single, [1], finish_reason="give_up")
+    voted.source_id = single.source_id = "pipeline-7"  # the id a pipeline joins by
 
     out = io.StringIO()
     summary = write_consensus_export(session, out, ExportFilter())
@@ -53,8 +54,11 @@ def test_consensus_line_per_solution_with_provenance(session: Session) -> None:
     assert set(by_solution) == {voted.id, single.id}
 
     line = by_solution[voted.id]
-    # PRM800K's own keys, in its order, as a PRM800K reader sees them.
+    # PRM800K's own keys, in its order, as a PRM800K reader sees them, and the pipeline's id
+    # as every export writes it: last but the provenance.
     assert list(line)[:-1] == list(next(iter_records(session, ExportFilter())))
+    assert list(line)[-2:] == [prm800k.EXTERNAL_ID, PROVENANCE_KEY]
+    assert line[prm800k.EXTERNAL_ID] == by_solution[single.id][prm800k.EXTERNAL_ID] == "pipeline-7"
     plain = {key: value for key, value in line.items() if key != PROVENANCE_KEY}
     prm800k.Record.model_validate(plain)
     assert line["labeler"] == CONSENSUS_LABELER
