@@ -356,6 +356,9 @@ class Label(Base):
     """The ``label`` of its PRM800K line (steps, total time, finish reason) as JSON text,
     written with the label, so that a pull copies it; the rows it is built from are never
     changed. Null (labels stored before this column): built when pulled."""
+    source_id: Mapped[str | None] = mapped_column(String(255))
+    """The ``external_id`` of an imported line that names no solution (phase 1), written
+    back at export; a label of a solution shows its solution's ``source_id`` instead."""
 
     steps: Mapped[list["LabelStep"]] = relationship(
         order_by="LabelStep.step_index", cascade="all, delete-orphan"

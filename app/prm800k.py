@@ -462,6 +462,8 @@ def label_row(
         "total_time": record.label.total_time,
         "finish_reason": record.label.finish_reason,
         "prm800k_label": record_label_text(record),
+        # A line with a solution gives the solution its id; one without keeps it here.
+        "source_id": record.external_id if solution_id is None else None,
     }
 
 

@@ -39,6 +39,8 @@ LABELS = Label.__table__.c
 USERS = User.__table__.c
 PROBLEMS = Problem.__table__.c
 SOLUTIONS = Solution.__table__.c
+_EXTERNAL_ID = func.coalesce(SOLUTIONS.source_id, LABELS.source_id).label("source_id")
+"""A line's ``external_id``: its solution's, or an imported phase-1 line's own."""
 STEPS = LabelStep.__table__.c
 COMPLETIONS = StepCompletion.__table__.c
 
@@ -138,7 +140,7 @@ _LABEL_COLUMNS = (
     SOLUTIONS.answer,
     SOLUTIONS.verifier_score,
     SOLUTIONS.style,
-    SOLUTIONS.source_id,
+    _EXTERNAL_ID,
 )
 
 
@@ -284,7 +286,7 @@ _without_solution = LABELS.solution_id.is_(None)
 _LINE_COLUMNS = (
     *_LINE_FIELDS,
     LABELS.solution_id,
-    SOLUTIONS.source_id,
+    _EXTERNAL_ID,
     LABELS.prm800k_label,
     SOLUTIONS.prm800k_question,
     # A label without a solution (imported phase 1) shows its problem's short question,

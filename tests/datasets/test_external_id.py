@@ -9,10 +9,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app import prm800k
-from app.datasets.export import ExportFilter, write_export
+from app.datasets.export import ExportFilter, line_chunk, write_export
 from app.datasets.importing import import_prm800k, import_solutions
 from app.datasets.reading import ImportLineError, read_jsonl
 from app.models import Solution
+from tests import factories
 from tests.factories import make_label, make_solution, make_user
 
 
@@ -67,3 +68,24 @@ def test_two_different_ids_for_one_solution_are_refused(session: Session) -> Non
     line = {"problem": "What is 1+1?", "steps": ["2"], "id": "a", "external_id": "b"}
     with pytest.raises(ImportLineError, match="'id' and 'external_id' differ"):
         import_solutions(session, read_jsonl("s.jsonl", _lines(line)))
+
+
+def test_a_phase1_lines_id_survives_an_import_into_an_empty_database(session: Session) -> None:
+    """A phase-1 line names no solution to keep its id: the label keeps it, so an export
+    read back into an empty database (README, "Backups") exports the same bytes."""
+    phase1 = factories.record(
+        factories.phase1_question(),
+        [factories.step(factories.completion("$2+3=5$.", 1))],
+    )
+    phase2 = factories.record()
+    records = [
+        {**phase1, "external_id": "p1-a"},
+        phase2,
+        {**phase1, "labeler": factories.LABELER_B},
+    ]
+    lines = [prm800k.dumps(record) + "\n" for record in records]
+    import_prm800k(session, read_jsonl("l.jsonl", io.BytesIO("".join(lines).encode())))
+    assert session.scalars(select(Solution)).all() != []  # the phase-2 line's
+    assert _export(session) == [line.rstrip("\n") for line in lines]
+    _, text = line_chunk(session, ExportFilter(), 0)
+    assert text == "".join(lines)
