@@ -15,7 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from app.auth import tokens
 from app.auth.tokens import TokenHolder
 from app.core.db import transaction
-from app.models import Role, TokenScope
+from app.models import TokenScope
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -45,18 +45,16 @@ async def token_holder(
     return holder
 
 
-def requires(
-    *any_of: TokenScope, admin_only: bool = False
-) -> Callable[[TokenHolder], Coroutine[Any, Any, TokenHolder]]:
+def requires(*any_of: TokenScope) -> Callable[[TokenHolder], Coroutine[Any, Any, TokenHolder]]:
     """A dependency: the holder, if the token has one of ``any_of`` and its user's role
-    allows it (``admin_only``: what only admins' pages show); 403 naming what is missing."""
+    allows it (tokens.scope_allowed); 403 naming what is missing."""
 
     async def check(holder: Annotated[TokenHolder, Depends(token_holder)]) -> TokenHolder:
         names = " or ".join(repr(scope.value) for scope in any_of)
         if not any(scope in holder.scopes for scope in any_of):
             raise HTTPException(403, f"This token lacks the {names} scope.")
         permitted = any(holder.may(scope) for scope in any_of)
-        if not permitted or (admin_only and holder.role != Role.ADMIN.value):
+        if not permitted:
             raise HTTPException(
                 403, f"Only an admin's token may do this; {holder.user_name} is a {holder.role}."
             )
@@ -68,6 +66,4 @@ def requires(
 Holder = Annotated[TokenHolder, Depends(token_holder)]
 Importer = Annotated[TokenHolder, Depends(requires(TokenScope.IMPORT))]
 Exporter = Annotated[TokenHolder, Depends(requires(TokenScope.EXPORT))]
-JobReader = Annotated[
-    TokenHolder, Depends(requires(TokenScope.IMPORT, TokenScope.READ, admin_only=True))
-]
+JobReader = Annotated[TokenHolder, Depends(requires(TokenScope.IMPORT, TokenScope.READ))]

@@ -24,8 +24,10 @@ SHOWN_PREFIX_CHARS = 10
 TOUCH_AFTER = timedelta(minutes=1)
 """``last_used_at`` is written at most this often per token: not a write per request."""
 
-ADMIN_ONLY_SCOPES = frozenset({TokenScope.IMPORT, TokenScope.EXPORT})
-"""What only an admin may do: the Imports page and the export are admins' alone."""
+ADMIN_ONLY_SCOPES = frozenset(TokenScope)
+"""What only an admin may do: every scope, as the Imports page, its job statuses and the
+export are admins' alone. A labeler's token could do nothing, so none is made; one whose
+admin became a labeler is refused everything but ``/me`` and the schema."""
 
 
 class TokenError(ValueError):
@@ -86,7 +88,7 @@ def create_token(
     if refused:
         raise TokenError(
             f"{user.name} is a {user.role}: a {user.role}'s token cannot have "
-            f"{', '.join(refused)} (only admins import and export)"
+            f"{', '.join(refused)} (only admins import, export and read job statuses)"
         )
     if not user.is_active:
         raise TokenError(f"{user.name} is deactivated: reactivate them first")

@@ -37,14 +37,21 @@ def test_a_token_is_shown_once_listed_used_and_revoked(admin: Admin, engine: Eng
     assert ">revoked<" in admin.client.get("/admin/users").text
 
 
-def test_a_labeler_cannot_get_an_export_token(admin: Admin, engine: Engine) -> None:
+def test_a_labeler_cannot_get_a_token(admin: Admin, engine: Engine) -> None:
+    """Every scope is an admin's (the export, imports, their job statuses): a labeler's
+    token could do nothing, so none is made, whatever its scopes."""
     add_user(engine, "lab", role=Role.LABELER)
-    refused = admin.post(
-        "/admin/tokens",
-        {"user_id": str(_user_id(engine, "lab")), "name": "x", "scopes": ["export"]},
-    )
-    assert refused.status_code == 422
-    assert "a labeler&#39;s token cannot have export" in refused.text
+    for scopes, said in (
+        (["export"], "export"),
+        (["read"], "read"),
+        (["read", "import"], "import, read"),
+    ):
+        refused = admin.post(
+            "/admin/tokens",
+            {"user_id": str(_user_id(engine, "lab")), "name": "x", "scopes": scopes},
+        )
+        assert refused.status_code == 422
+        assert f"a labeler&#39;s token cannot have {said} (only admins import" in refused.text
     with Session(engine) as session:
         assert session.scalars(select(ApiToken)).all() == []
 

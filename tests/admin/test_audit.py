@@ -134,13 +134,14 @@ def test_api_tokens_made_and_revoked_are_recorded_and_a_refused_one_records_noth
         "/admin/tokens", {"user_id": str(lee.id), "name": "x", "scopes": ["export"]}
     )
     assert refused.status_code == 422 and entries(engine) == []
-    made = admin.post("/admin/tokens", {"user_id": str(lee.id), "name": "ci", "scopes": ["read"]})
+    ada = labeler(engine, "ada", role=Role.ADMIN)  # a labeler's token is refused, as above
+    made = admin.post("/admin/tokens", {"user_id": str(ada.id), "name": "ci", "scopes": ["read"]})
     assert made.status_code == 200, made.text
     secret = made.text.split('id="new-api-token">')[1].split("<")[0]
     created = only_entry(engine, "token.create")
     assert (created.actor, created.before) == ("root", None)
     assert created.after == {"scopes": "read", "expires_at": None}
-    assert "'ci' for lee" in created.target
+    assert "'ci' for ada" in created.target
     assert secret not in json.dumps([created.target, created.after])
     token_id = int(created.target.split()[1])
     assert admin.post(f"/admin/tokens/{token_id + 100}/revoke").status_code == 404

@@ -28,11 +28,14 @@ class Issued:
 
 
 def issue(engine: Engine, user_name: str, scopes: str, role: Role = Role.ADMIN) -> Issued:
-    """A committed user (made if missing) and a new token of ``scopes`` for them."""
+    """A committed user (made if missing) and a new token of ``scopes`` for them. A
+    labeler's token is made while the user is an admin, then the user becomes a labeler:
+    no token is made for a labeler (tokens.ADMIN_ONLY_SCOPES)."""
     with Session(engine) as session:
         user = session.query(User).filter_by(name=user_name).one_or_none()
-        user = user or make_user(session, user_name, role=role)
+        user = user or make_user(session, user_name, role=Role.ADMIN)
         token, secret = tokens.create_token(session, user, "test", tokens.parse_scopes(scopes))
+        user.role = role.value
         session.commit()
         return Issued(token.id, secret, user.id)
 
