@@ -41,6 +41,10 @@ def test_a_labeler_cannot_get_a_token(admin: Admin, engine: Engine) -> None:
     """Every scope is an admin's (the export, imports, their job statuses): a labeler's
     token could do nothing, so none is made, whatever its scopes."""
     add_user(engine, "lab", role=Role.LABELER)
+    form = admin.client.get("/admin/users").text.split('<select name="user_id">')[1]
+    assert (
+        ">root</option>" in form.split("</select>")[0] and "lab" not in form.split("</select>")[0]
+    )
     for scopes, said in (
         (["export"], "export"),
         (["read"], "read"),
