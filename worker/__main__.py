@@ -1,4 +1,5 @@
-"""``python -m worker``: the PRM worker. ``python -m worker once``: one cycle, then exit.
+"""``python -m worker``: the PRM worker. ``python -m worker once``: one cycle, then exit (0
+when it succeeded, 1 when it failed, BUSY when another worker's run is in progress).
 
 The loop wakes every STEPLABEL_WORKER_POLL_SECONDS, runs a cycle when an admin asked for
 one or the schedule is due (STEPLABEL_TRAIN_EVERY_MINUTES, STEPLABEL_TRAIN_MIN_NEW_LABELS),
