@@ -34,7 +34,15 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session, aliased
 
 from app.figures import by_labelers, share
-from app.models import FIRST_ERROR_DECIDED, GoldLabel, Label, Role, StepCompletion, User
+from app.models import (
+    FIRST_ERROR_DECIDED,
+    UNNUMBERED_GENERATION,
+    GoldLabel,
+    Label,
+    Role,
+    StepCompletion,
+    User,
+)
 
 
 @dataclass(frozen=True)
@@ -191,13 +199,15 @@ def gold_comparisons(session: Session, by: Sequence[str]) -> dict[tuple[Any, ...
 def labeler_quality(
     session: Session, threshold: float, generation: int | None = None, *, min_answers: int = 1
 ) -> list[LabelerQuality]:
-    """Every labeler's QC accuracy (on the answers of ``generation`` only, when given) and
-    screening score (on all their screening answers), by name; a QC verdict needs
-    ``min_answers`` answers (screening is one fixed set, judged whole)."""
+    """Every labeler's QC accuracy (on the answers of ``generation`` only, when given:
+    UNNUMBERED_GENERATION for those without one) and screening score (on all their
+    screening answers), by name; a QC verdict needs ``min_answers`` answers (screening is
+    one fixed set, judged whole)."""
     pooled: defaultdict[tuple[int, bool], list[GoldComparison]] = defaultdict(list)
     grouped = gold_comparisons(session, ("labeler_id", "screening", "generation"))
     for (labeler_id, screening, answered_in), comparison in grouped.items():
-        if screening or generation is None or answered_in == generation:
+        number = UNNUMBERED_GENERATION if answered_in is None else answered_in
+        if screening or generation is None or number == generation:
             pooled[labeler_id, screening].append(comparison)
     labelers = session.execute(
         select(User.id, User.name, User.is_active, User.is_approved)

@@ -133,8 +133,9 @@ def first_error(ratings: Ratings) -> int:
 class GoldAnswer:
     labeler: str
     question: int
-    generation: int
-    """The generation it was served in (SCREENING_GENERATION for a screening question)."""
+    generation: int | None
+    """The generation it was served in (SCREENING_GENERATION for a screening question;
+    None before the worker opened generations, or in phase 1)."""
     ratings: list[int]
     finish: str
 
@@ -172,7 +173,7 @@ class GoldQuestions:
 
 
 def random_gold_questions(
-    seed: int, labelers: tuple[str, ...] = LABELERS, generations: tuple[int, ...] = (0, 1)
+    seed: int, labelers: tuple[str, ...] = LABELERS, generations: tuple[int | None, ...] = (0, 1)
 ) -> GoldQuestions:
     """Two QC questions, which every labeler answers once in each generation, and a
     screening question, which each answers once; the answers mostly follow the gold."""

@@ -4,10 +4,18 @@ import random
 from dataclasses import dataclass
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from app.models import SCREENING_GENERATION, QueueState, Role, Solution, User
+from app.models import (
+    SCREENING_GENERATION,
+    UNNUMBERED_GENERATION,
+    Label,
+    QueueState,
+    Role,
+    Solution,
+    User,
+)
 from app.quality.questions import mark_quality_control
 from app.quality.review import gold_candidates, qc_questions, sample_for_agreement
 from app.quality.scoring import (
@@ -152,6 +160,22 @@ def test_qc_accuracy_of_one_generation_and_pooled_per_generation(session: Sessio
     everyone = {row.name: row for row in labeler_quality(session, 0.7)}
     assert everyone["ann"].quality_control == questions.reference(labeler="ann")
     assert 0 < everyone["ann"].quality_control.answers == 6  # two questions, three generations
+
+
+def test_qc_accuracy_of_the_answers_without_a_generation(session: Session) -> None:
+    """The Agreement page's "none" filter: answers served before the worker opened
+    generations (or in phase 1) carry none, and are each labeler's QC figures there."""
+    questions = random_gold_questions(seed=5, generations=(None,))
+    store_gold(session, questions, {})
+    # The factory gives a label its solution's generation where it is given none.
+    session.execute(update(Label).where(Label.is_quality_control).values(generation=None))
+    unnumbered = labeler_quality(session, 0.7, generation=UNNUMBERED_GENERATION)
+    assert [row.name for row in unnumbered] == sorted(projects.LABELERS)
+    for row in unnumbered:
+        expected = questions.reference(labeler=row.name)  # every QC answer has none
+        assert 0 < row.quality_control.answers == expected.answers
+        assert row.quality_control == expected
+    assert all(row.quality_control.answers == 0 for row in labeler_quality(session, 0.7, 0))
 
 
 def test_a_new_answer_moves_the_labelers_accuracy(session: Session) -> None:
