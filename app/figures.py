@@ -7,14 +7,14 @@
 - ``share``: a part of a whole, or None where the whole is empty (never a made-up 0).
 """
 
-from sqlalchemy import ColumnElement, exists, select
+from sqlalchemy import ColumnElement, SQLColumnExpression, exists, select
 
 from app.models import UNNUMBERED_GENERATION, GoldLabel, Label, Role, User
 
 
-def by_labelers() -> ColumnElement[bool]:
-    """True for a label (of ``Label``, not an alias) whose author is not an admin."""
-    return Label.labeler_id.not_in(select(User.id).where(User.role == Role.ADMIN.value))
+def by_labelers(labeler_id: SQLColumnExpression[int] = Label.labeler_id) -> ColumnElement[bool]:
+    """True for a label whose author is not an admin (``labeler_id``: an alias's column)."""
+    return labeler_id.not_in(select(User.id).where(User.role == Role.ADMIN.value))
 
 
 def regular_label_conditions(generation: int | None) -> list[ColumnElement[bool]]:

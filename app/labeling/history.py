@@ -20,6 +20,7 @@ from sqlalchemy import ColumnElement, Select, and_, case, func, select
 from sqlalchemy.orm import Session, aliased, selectinload
 
 from app.core.statements import AnyRow
+from app.figures import by_labelers
 from app.models import FIRST_ERROR_DECIDED, GoldLabel, Label, LabelStep, Problem, StepCompletion
 
 PAGE_SIZE = 25
@@ -198,7 +199,8 @@ def _agreeing(condition: ColumnElement[bool]) -> ColumnElement[int]:
 
 def _agreement_query(labeler_id: int, *, per_label: bool) -> Select[Any]:
     """(compared, agreeing) of the labeler's ratings against other labelers' ratings of the
-    same completions, gold labels aside; per label (label_id first) or pooled."""
+    same completions, gold labels and admins' labels aside (as on the Agreement page);
+    per label (label_id first) or pooled."""
     columns = (func.count(), _agreeing(_MINE.rating == _OTHERS.rating))
     query = (
         select(*((_MINE.label_id, *columns) if per_label else columns))
@@ -224,6 +226,7 @@ def _agreement_query(labeler_id: int, *, per_label: bool) -> Select[Any]:
             _MINE.rating.is_not(None),
             _OTHERS.rating.is_not(None),
             _OTHER_LABEL.id.not_in(select(GoldLabel.label_id)),
+            by_labelers(_OTHER_LABEL.labeler_id),
         )
     )
     return query.group_by(_MINE.label_id) if per_label else query

@@ -35,8 +35,8 @@ class World:
 
 @pytest.fixture
 def world(engine: Engine) -> World:
-    """Alice and Bob label one solution each and answer a QC question; Carol labels her own
-    problem; a second QC question waits for Alice."""
+    """Alice and Bob (and an admin) label one solution each and answer a QC question; Carol
+    labels her own problem; a second QC question waits for Alice."""
     with Session(engine) as session:
         alice, bob, carol = (make_user(session, name) for name in ("alice", "bob", "carol"))
         admin = make_user(session, "admin", role=Role.ADMIN)
@@ -50,6 +50,8 @@ def world(engine: Engine) -> World:
             timestamp=datetime(2026, 11, 20, 9),
         )
         make_rated_label(session, bob, shared, [1, 0, -1])
+        # An admin's try of the queue is no labeler's work: it is compared with nobody.
+        make_rated_label(session, admin, shared, [-1])
         carols = make_solution(session, STEPS, problem_text=CAROLS_PROBLEM)
         make_rated_label(session, carol, carols, [1, 1, 1])
 
