@@ -266,12 +266,16 @@ class Cycle:
             assessment = self._assess((model, tokenizer, self.args), sets, cache)
         with self.step("checkpoint"):
             checkpoint = self._save_checkpoint(model, tokenizer, parts)
-        with self.step("compare"):
-            current_path = current.path if current is not None and current.on_disk else None
-            # Rank 0 judges it; the other ranks load it only if it goes on scoring the pool.
-            loaded = _load(current_path) if self.ranks.is_main else None
-            decision = self._gate(assessment, current, loaded, sets, theirs)
-        self._finish(parts.trained_labels, checkpoint=checkpoint, decision=decision)
+        try:
+            with self.step("compare"):
+                current_path = current.path if current is not None and current.on_disk else None
+                # Rank 0 judges it; the other ranks load it only if it goes on scoring the pool.
+                loaded = _load(current_path) if self.ranks.is_main else None
+                decision = self._gate(assessment, current, loaded, sets, theirs)
+            self._finish(parts.trained_labels, checkpoint=checkpoint, decision=decision)
+        except BaseException:
+            self._remove_unrecorded(checkpoint)
+            raise
         try:
             with self.step("prune"):
                 self._prune()
@@ -377,6 +381,17 @@ class Cycle:
         save_checkpoint(checkpoint, model, tokenizer, self.args, metrics, parts.trained_labels)
         self.metrics.checkpoint_bytes = directory_bytes(checkpoint)
         return checkpoint
+
+    def _remove_unrecorded(self, checkpoint: Path) -> None:
+        """Until ``_finish`` records it, no row names the checkpoint and pruning would never
+        find it: a run that fails or stops before then removes its own (rank 0, which wrote
+        it; no collective, as on any failure path)."""
+        if not self.ranks.is_main:
+            return
+        try:
+            remove_checkpoint(checkpoint)
+        except OSError:  # the run's own failure is what to report
+            logger.exception("run %s: could not remove %s", self.run_id, checkpoint)
 
     @_on_main_rank
     def _current_checkpoint(self) -> CurrentCheckpoint | None:

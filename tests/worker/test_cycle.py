@@ -341,6 +341,34 @@ def test_a_stop_after_the_gate_ends_the_run_succeeded_with_its_model_current(
 
 
 @pytest.mark.sqlite_only
+def test_a_run_stopped_between_its_checkpoint_and_the_gate_removes_the_checkpoint(
+    engine: Engine, database_url: str, tmp_path: Path
+) -> None:
+    """No row names a checkpoint until the gate has judged it, so pruning would never find
+    one left by a run that failed or stopped before: the run removes its own."""
+    from worker.cycle import run_one
+
+    with transaction(engine) as session:
+        seed(session)
+    assert label_queued(engine, limit=20) == 20
+
+    def after_the_checkpoint() -> bool:
+        with Session(engine) as session:
+            return session.scalar(select(TrainingRun.step)) == "checkpoint"
+
+    options = TEST_WORKER | {"train_min_labels": "10"}
+    configured = Settings(database_url=database_url, checkpoint_dir=tmp_path, **options)
+    outcome = run_one(engine, configured, force=True, should_stop=after_the_checkpoint)
+
+    assert outcome is not None and outcome.status == RunStatus.FAILED.value
+    assert outcome.error == "stopped before compare"
+    with Session(engine) as session:
+        run = session.scalars(select(TrainingRun)).one()
+        assert run.checkpoint_path is None and not run.is_current
+    assert not (tmp_path / f"run-{run.id}").exists()
+
+
+@pytest.mark.sqlite_only
 def test_no_generation_is_queued_while_the_open_one_is_mostly_unlabeled(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:
