@@ -18,7 +18,7 @@ from app.models import (
     Role,
     Solution,
 )
-from tests.factories import make_solution, make_user, next_lease
+from tests.factories import make_label, make_solution, make_user, next_lease
 
 NOW = datetime(2026, 11, 22, 12, 0, 0)
 RULES = QueueRules(lease=timedelta(minutes=30), overlap=1, qc_rate=0.0)
@@ -165,16 +165,10 @@ def test_marking_quality_control_checks_the_gold_label(session: Session) -> None
 
     solution, other = make_solution(session), make_solution(session)
     admin = make_user(session, "admin", role=Role.ADMIN)
-    label = Label(
-        dedupe_key="gold-2",
-        labeler_id=admin.id,
-        problem_id=solution.problem_id,
-        solution_id=solution.id,
-        timestamp=NOW,
-        finish_reason="solution",
-    )
-    session.add(label)
-    session.flush()
+    unrated = make_label(session, admin, solution, [], finish_reason="give_up")
+    with pytest.raises(ValueError, match="rates no step"):
+        mark_quality_control(session, solution.id, unrated.id)
+    label = make_label(session, admin, solution, [[1], [1]])
     with pytest.raises(ValueError, match="is not a label of solution"):
         mark_quality_control(session, other.id, label.id)
     with pytest.raises(LookupError, match="there is no label"):
@@ -195,16 +189,7 @@ def gold(session: Session, solution_id: int, admin_name: str = "qc-admin") -> No
     solution = session.get(Solution, solution_id)
     assert solution is not None
     admin = make_user(session, admin_name, role=Role.ADMIN)
-    label = Label(
-        dedupe_key=f"gold-of-{solution_id}",
-        labeler_id=admin.id,
-        problem_id=solution.problem_id,
-        solution_id=solution_id,
-        timestamp=NOW,
-        finish_reason="solution",
-    )
-    session.add(label)
-    session.flush()
+    label = make_label(session, admin, solution, [[1] for _ in solution.steps or [None]])
     mark_quality_control(session, solution_id, label.id)
 
 
