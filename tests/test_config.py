@@ -85,6 +85,32 @@ def test_epochs_past_their_bounds_name_the_setting(
     assert get_settings().train_epochs == 1000
 
 
+@pytest.mark.parametrize(
+    ("variable", "refused", "taken"),
+    [
+        ("STEPLABEL_WORKER_POLL_SECONDS", ["inf", "nan", "1e20"], "86400"),
+        ("STEPLABEL_TRAIN_EVERY_MINUTES", ["inf", "1e20"], "527040"),
+        ("STEPLABEL_TRAIN_SEED", ["-1", str(2**31)], str(2**31 - 1)),
+        ("STEPLABEL_TRAIN_SPLIT_SEED", ["-1"], "7"),
+        ("STEPLABEL_TRAIN_LEARNING_RATE", ["inf"], "1e-3"),
+    ],
+)
+def test_a_number_the_worker_cannot_use_is_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch, variable: str, refused: list[str], taken: str
+) -> None:
+    """Accepted, these crashed the worker's loop (a timer past what it can sleep, a date
+    past what it can add) or failed every run after training (a negative seed)."""
+    for value in refused:
+        monkeypatch.setenv(variable, value)
+        get_settings.cache_clear()
+        with pytest.raises(SettingsError, match=variable):
+            get_settings()
+    monkeypatch.setenv(variable, taken)
+    get_settings.cache_clear()
+    field = variable.removeprefix("STEPLABEL_").lower()
+    assert getattr(get_settings(), field) == type(getattr(get_settings(), field))(taken)
+
+
 def test_a_phase1_sample_takes_one_problem_or_more(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STEPLABEL_TRAIN_PHASE1_PROBLEMS", "0")
     with pytest.raises(SettingsError, match=r"STEPLABEL_TRAIN_PHASE1_PROBLEMS"):

@@ -23,6 +23,7 @@ from app.core.config import (
     LearningRate,
     MaxLength,
     PackRows,
+    Seed,
     WarmupRatio,
     WeightDecay,
 )
@@ -83,7 +84,7 @@ class TrainingArgs:
     """Clip the gradient norm to this; 0 turns clipping off."""
     lora_rank: Annotated[int, Field(ge=1)] = 16
     """Rank of the adapters in ``lora`` mode (their scale alpha is twice the rank)."""
-    seed: int = 0
+    seed: Seed = 0
     """Seeds the tiny model's weights, the head and batch order (the held-out split has
     its own seed: worker/split.py ``Split``)."""
     device: Device = "auto"

@@ -25,18 +25,21 @@ class SettingsError(RuntimeError):
 # The training arguments' bounds, once: Settings' ``train_*`` fields and worker/training_args.py's
 # TrainingArgs are declared with these types, so a value Settings accepts is one the
 # worker can train with.
-LearningRate = Annotated[float, Field(gt=0)]
+# Finite: an infinite rate or decay trains a model of NaNs.
+LearningRate = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 # At most 1,000: training plans every epoch's batches before its first step, so a mistyped
 # count (10**20) would fill memory before a stop could be heard.
 Epochs = Annotated[int, Field(ge=1, le=1000)]
 BatchSize = Annotated[int, Field(ge=1)]
 MaxLength = Annotated[int, Field(ge=2)]
 WarmupRatio = Annotated[float, Field(ge=0, lt=1)]
-WeightDecay = Annotated[float, Field(ge=0)]
+WeightDecay = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 PackRows = Annotated[int, Field(ge=0)]
 BackboneDepth = Annotated[float, Field(gt=0, le=1)]
 HeadMembers = Annotated[int, Field(ge=1)]
 HeadHidden = Annotated[int, Field(ge=0)]
+# What every seeded generator takes (the bootstrap's refuses a negative one).
+Seed = Annotated[int, Field(ge=0, le=2**31 - 1)]
 
 Strategy = Literal[
     "convincing_wrong",
@@ -53,7 +56,10 @@ STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_file=".env", extra="ignore")
+    # No infinity or NaN in any number: the worker's timers and training cannot use them.
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_file=".env", extra="ignore", allow_inf_nan=False
+    )
 
     database_url: str = "sqlite:///./steplabel.db"
     """SQLite (the embedded default) or ``postgresql+psycopg://user@host:port/db``."""
@@ -111,10 +117,12 @@ class Settings(BaseSettings):
     checkpoint_keep_last: int = Field(default=3, ge=1)
     """Checkpoints kept besides the current and the pinned ones; older ones are deleted."""
 
-    worker_poll_seconds: float = Field(default=30.0, gt=0)
+    worker_poll_seconds: float = Field(default=30.0, gt=0, le=86_400)
+    """At most a day: a longer wait overflows the timer it sleeps on."""
 
-    train_every_minutes: float = Field(default=60.0, ge=0)
-    """Start a run this long after the last successful one began; 0 turns the timer off."""
+    train_every_minutes: float = Field(default=60.0, ge=0, le=527_040)
+    """Start a run this long after the last successful one began; 0 turns the timer off.
+    At most 366 days (a longer span overflows the date it is added to)."""
 
     train_min_new_labels: int = Field(default=50, ge=0)
     """Start a run once this many labels arrived since the last; 0 turns this off."""
@@ -174,7 +182,7 @@ class Settings(BaseSettings):
     configuration recommended for a CPU team takes 30 (BENCHMARKS.md, "Issue 38")."""
     train_held_out_fraction: float = Field(default=0.2, ge=0, lt=1)
     """Share of labeled problems never trained on, for the step AUROC and the gate."""
-    train_seed: int = 0
+    train_seed: Seed = 0
 
     gate_metric: Literal["step_auroc", "processbench_f1", "best_of_n"] = "step_auroc"
     """The primary metric: a new PRM replaces the current one only when it is better or
@@ -186,7 +194,7 @@ class Settings(BaseSettings):
     """How much worse than the current PRM a new one may be on a metric, at the lower end
     of the difference's 95% interval, and still be promoted."""
 
-    train_split_seed: int = 0
+    train_split_seed: Seed = 0
     """Which problems are held out (with ``train_held_out_fraction``); apart from
     ``train_seed``, so a new initialization leaves the held-out problems where they are."""
 

@@ -132,6 +132,7 @@ OUT_OF_BOUNDS = {
     "backbone_depth": 1.5,
     "head_members": 0,
     "head_hidden": -1,
+    "seed": -1,
 }
 
 
