@@ -62,6 +62,13 @@ class RunSummary:
     pinned: bool
     is_current: bool
 
+    @property
+    def error_line(self) -> str | None:
+        """What went wrong, in a line: a traceback's last line names the exception, its
+        first says only that a traceback follows."""
+        lines = [line.strip() for line in (self.error or "").splitlines() if line.strip()]
+        return lines[-1] if lines else None
+
 
 @dataclass(frozen=True)
 class RunDetail:

@@ -591,6 +591,27 @@ def test_a_run_shows_its_step_only_while_it_matters(admin: Admin, engine: Engine
     assert "· select" not in detail
 
 
+def test_a_failed_runs_row_says_what_went_wrong_not_that_a_traceback_follows(
+    admin: Admin, engine: Engine
+) -> None:
+    """The worker stores a traceback; the runs table shows its last line, the exception."""
+    error = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/steplabel/worker/cycle.py", line 270, in run\n'
+        "    loaded = _load(current_path)\n"
+        "safetensors_rust.SafetensorError: Error while deserializing header: incomplete\n"
+    )
+    with transaction(engine) as session:
+        failed = add_run(session, RunStatus.FAILED, step="compare", error=error).id
+    page = admin.client.get("/admin/prm").text
+    row = page[page.index(f'id="run-{failed}"') :].split("</tr>")[0]
+    note = row.split('class="run-note error"')[1].split("</span>")[0]
+    assert ">safetensors_rust.SafetensorError: Error while deserializing header: incomplete" in note
+    assert "Traceback" not in note
+    detail = admin.client.get(f"/admin/prm/runs/{failed}").text
+    assert "Traceback (most recent call last):" in detail  # the whole of it on its page
+
+
 @pytest.mark.parametrize(
     ("missing", "reason"),
     [
