@@ -274,6 +274,7 @@ class RunMetrics(Record):
     phase1_examples: int | None = None
     """PRM800K phase 1 examples added to the training part (``train_phase1_labels``)."""
     examples: int | None = None
+    """Examples of every label, held-out ones too (``train.examples``: those trained on)."""
     labels: int | None = None
     labels_trained: int | None = None
     """Labels on training problems; the others are held out (or left out)."""

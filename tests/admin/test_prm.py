@@ -381,6 +381,8 @@ def test_run_page_shows_the_gate_every_argument_and_the_evaluation(
     assert "0.9120 → 0.5230 in 3 epochs" in page
     assert "<title id=" in page and "Loss per epoch</title>" in page
     assert "Labeled steps" in page and "812" in page
+    # Every label's examples, held-out ones too, beside those trained on.
+    assert "<dt>Examples</dt><dd>240 <span" in page and "190 trained on" in page
     assert "18,130" in page and "e+04" not in page  # a large float whole, not in e-notation
     assert "chosen on a separate calibration part" in page and "0.481" in page
     assert page.count('<th scope="row">gsm8k</th>') == 2  # this run, and the current one
