@@ -100,7 +100,9 @@ def claim_run(
         .with_for_update(skip_locked=True)
     )
     if run is None and (force or is_due(session, settings, now)):
-        run = TrainingRun(status=RunStatus.REQUESTED.value)
+        # Requested at the time it starts: the column's default, later, would read as a
+        # run started before it was asked for.
+        run = TrainingRun(status=RunStatus.REQUESTED.value, requested_at=now)
         session.add(run)
     if run is None:
         return None

@@ -74,7 +74,7 @@ def test_a_requested_run_is_claimed_even_without_labels(session: Session) -> Non
 
 def test_one_run_at_a_time_and_stale_runs_fail(session: Session) -> None:
     first = runs.claim_run(session, settings(), force=True, now=NOW)
-    assert first is not None
+    assert first is not None and first.requested_at == first.started_at == NOW
     request_run(session)
     assert runs.claim_run(session, settings(), force=True, now=NOW + timedelta(minutes=1)) is None
     assert runs.whose_run_blocks(session, NOW + timedelta(seconds=75)) == (
