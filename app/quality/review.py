@@ -10,15 +10,7 @@ from datetime import datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, aliased
 
-from app.models import (
-    SCREENING_GENERATION,
-    GoldLabel,
-    Label,
-    Problem,
-    QueueState,
-    Solution,
-    User,
-)
+from app.models import SCREENING_GENERATION, GoldLabel, Label, Problem, QueueState, Solution, User
 from app.quality.questions import not_a_question, rates_a_step
 from app.quality.scoring import GoldComparison, first_error, gold_comparisons
 
