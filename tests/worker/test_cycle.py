@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -268,14 +269,20 @@ def test_once_trains_selects_and_queues_a_generation(
         ) == len(queued)
 
 
-def run_once(engine: Engine, database_url: str, checkpoints: Path, **settings: str) -> "RunOutcome":
+def run_once(
+    engine: Engine,
+    database_url: str,
+    checkpoints: Path,
+    should_stop: Callable[[], bool] = lambda: False,
+    **settings: str,
+) -> "RunOutcome":
     """What ``python -m worker once`` does, in this process. The first test below runs the
     command itself; the others save a process start (torch and transformers to import)."""
     from worker.cycle import run_one
 
     options = TEST_WORKER | settings
     configured = Settings(database_url=database_url, checkpoint_dir=checkpoints, **options)
-    outcome = run_one(engine, configured, force=True, should_stop=lambda: False)
+    outcome = run_one(engine, configured, force=True, should_stop=should_stop)
     assert outcome is not None, "another worker holds the lock"
     return outcome
 
@@ -309,27 +316,29 @@ def test_a_second_run_is_judged_against_the_current_model_and_old_checkpoints_go
     assert not (tmp_path / f"run-{first.id}").exists() or first.is_current
 
 
+def stopped_once_at(engine: Engine, database_url: str, tmp_path: Path, step: str) -> "RunOutcome":
+    """A run on 20 of the demo's labels, asked to stop once the run row shows ``step``
+    (SIGTERM arriving while that step runs: the run stops before the next)."""
+    with transaction(engine) as session:
+        seed(session)
+    assert label_queued(engine, limit=20) == 20
+
+    def during_the_step() -> bool:
+        with Session(engine) as session:
+            return session.scalar(select(TrainingRun.step)) == step
+
+    return run_once(engine, database_url, tmp_path, during_the_step, train_min_labels="10")
+
+
 @pytest.mark.sqlite_only
 def test_a_stop_after_the_gate_ends_the_run_succeeded_with_its_model_current(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:
     """SIGTERM once the gate has judged the model: the run succeeded (a failed run is never
     the current one) and says what it did not get to."""
-    from worker.cycle import run_one
+    outcome = stopped_once_at(engine, database_url, tmp_path, "compare")
 
-    with transaction(engine) as session:
-        seed(session)
-    assert label_queued(engine, limit=20) == 20
-
-    def after_the_gate() -> bool:
-        with Session(engine) as session:
-            return session.scalar(select(TrainingRun.step)) == "compare"
-
-    options = TEST_WORKER | {"train_min_labels": "10"}
-    configured = Settings(database_url=database_url, checkpoint_dir=tmp_path, **options)
-    outcome = run_one(engine, configured, force=True, should_stop=after_the_gate)
-
-    assert outcome is not None and outcome.status == RunStatus.SUCCEEDED.value, outcome.error
+    assert outcome.status == RunStatus.SUCCEEDED.value, outcome.error
     assert outcome.summary == "first model; stopped before prune"
     with Session(engine) as session:
         run = session.scalars(select(TrainingRun)).one()
@@ -346,21 +355,9 @@ def test_a_run_stopped_between_its_checkpoint_and_the_gate_removes_the_checkpoin
 ) -> None:
     """No row names a checkpoint until the gate has judged it, so pruning would never find
     one left by a run that failed or stopped before: the run removes its own."""
-    from worker.cycle import run_one
+    outcome = stopped_once_at(engine, database_url, tmp_path, "checkpoint")
 
-    with transaction(engine) as session:
-        seed(session)
-    assert label_queued(engine, limit=20) == 20
-
-    def after_the_checkpoint() -> bool:
-        with Session(engine) as session:
-            return session.scalar(select(TrainingRun.step)) == "checkpoint"
-
-    options = TEST_WORKER | {"train_min_labels": "10"}
-    configured = Settings(database_url=database_url, checkpoint_dir=tmp_path, **options)
-    outcome = run_one(engine, configured, force=True, should_stop=after_the_checkpoint)
-
-    assert outcome is not None and outcome.status == RunStatus.FAILED.value
+    assert outcome.status == RunStatus.FAILED.value
     assert outcome.error == "stopped before compare"
     with Session(engine) as session:
         run = session.scalars(select(TrainingRun)).one()
