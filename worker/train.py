@@ -34,7 +34,7 @@ from worker.head import HeadFit, HeadTraining, StepHead, fit_head
 from worker.layout import IGNORE_INDEX, LABELS, Encoded, encode_many
 from worker.model import PRM, PRMOutput, compile_layers
 from worker.precision import MasterWeights
-from worker.score import Throughput, fill_cache, step_features
+from worker.score import Throughput, step_features
 from worker.training_args import TrainingArgs
 
 
@@ -385,19 +385,51 @@ def labeled_step_features(
     """Every labeled step's feature (from ``cache`` where it has it) and its class."""
     items = [(e.problem, e.steps) for e in examples]
     features, throughput = step_features(model, tokenizer, items, args, cache)
+    return labeled_steps(examples, features, model.width), throughput
+
+
+def labeled_steps(examples: list[Example], features: list[np.ndarray], width: int) -> LabeledSteps:
+    """The labeled steps' rows of ``features`` (each example's (steps, width) array)."""
     rows = [
         (f[i], rating + 1)
         for e, f in zip(examples, features, strict=True)
         for i, rating in e.labeled
     ]
-    width = model.width
-    return (
-        LabeledSteps(
-            torch.from_numpy(np.stack([r[0] for r in rows])) if rows else torch.zeros(0, width),
-            torch.tensor([r[1] for r in rows], dtype=torch.long),
-        ),
-        throughput,
+    return LabeledSteps(
+        torch.from_numpy(np.stack([r[0] for r in rows])) if rows else torch.zeros(0, width),
+        torch.tensor([r[1] for r in rows], dtype=torch.long),
     )
+
+
+FEATURE_CHUNK = 64
+"""Solutions whose features are computed between two looks at ``should_stop`` (head mode)."""
+
+
+def _features_unless_stopped(
+    model: PRM,
+    tokenizer: PreTrainedTokenizerBase,
+    examples: list[Example],
+    args: TrainingArgs,
+    cache: FeatureCache | None,
+    should_stop: Callable[[], bool] | None,
+) -> tuple[list[np.ndarray], Throughput] | None:
+    """Each example's step features, FEATURE_CHUNK solutions at a time when a stop may come
+    (a cold cache takes hours with phase-1 labels on a CPU; the chunks done stay cached for
+    the next run); None once ``should_stop`` says so."""
+    items = [(e.problem, e.steps) for e in examples]
+    if should_stop is None:
+        return step_features(model, tokenizer, items, args, cache)
+    features: list[np.ndarray] = []
+    total = Throughput(0, 0, 0, 0.0)
+    for start in range(0, len(items), FEATURE_CHUNK):
+        if should_stop():
+            return None
+        part, done = step_features(
+            model, tokenizer, items[start : start + FEATURE_CHUNK], args, cache
+        )
+        features.extend(part)
+        total += done
+    return features, total
 
 
 def _fit_head(
@@ -413,17 +445,12 @@ def _fit_head(
     if _rank_and_world()[1] > 1:
         raise ValueError("head mode trains in one process: run it without torchrun")
     started = time.perf_counter()
-    filled = Throughput(0, 0, 0, 0.0)
-    if cache is not None and should_stop is not None:
-        # A cold cache takes hours with phase-1 labels on a CPU: fill it a chunk at a time,
-        # so a stop waits for one chunk; what was computed is kept for the next run.
-        items = [(e.problem, e.steps) for e in examples]
-        filled = fill_cache(model, tokenizer, items, args, cache, should_stop=should_stop)
-        if should_stop():
-            model.eval()
-            return FitStats(stopped=True, seconds=time.perf_counter() - started)
-    steps, read = labeled_step_features(model, tokenizer, examples, args, cache)
-    throughput = filled + read
+    found = _features_unless_stopped(model, tokenizer, examples, args, cache, should_stop)
+    if found is None:
+        model.eval()
+        return FitStats(stopped=True, seconds=time.perf_counter() - started)
+    features, throughput = found
+    steps = labeled_steps(examples, features, model.width)
     stats = FitStats(
         examples=sum(1 for e in examples if e.labeled),
         labeled_steps=len(steps.classes),
