@@ -4,12 +4,23 @@
   admin's labels (gold labels, trying the queue), which are not labeling work.
 - ``regular_label_conditions``: the labels agreement and consensus count (labeling work,
   not QC or screening answers, not labels of a QC solution);
+- ``newest_first`` and ``counted_labels``: of those, each labeler's latest on a solution, the
+  one label of theirs that agreement (the Agreement page, /me) and consensus count;
 - ``share``: a part of a whole, or None where the whole is empty (never a made-up 0).
 """
 
-from sqlalchemy import ColumnElement, SQLColumnExpression, exists, select
+from sqlalchemy import ColumnElement, SQLColumnExpression, Subquery, exists, func, select
+from sqlalchemy.orm import aliased
 
 from app.models import UNNUMBERED_GENERATION, GoldLabel, Label, Role, User
+
+COUNTED_COLUMNS = (
+    Label.id,
+    Label.labeler_id,
+    Label.solution_id,
+    Label.generation,
+    Label.finish_reason,
+)
 
 
 def by_labelers(labeler_id: SQLColumnExpression[int] = Label.labeler_id) -> ColumnElement[bool]:
@@ -30,6 +41,44 @@ def regular_label_conditions(generation: int | None) -> list[ColumnElement[bool]
     elif generation is not None:
         conditions.append(Label.generation == generation)
     return conditions
+
+
+def newest_first() -> ColumnElement[int]:
+    """1 for each labeler's latest label on a solution (then 2, 3, ... going back)."""
+    return func.row_number().over(
+        partition_by=(Label.solution_id, Label.labeler_id),
+        order_by=(Label.timestamp.desc(), Label.id.desc()),
+    )
+
+
+def counted_labels(
+    generation: int | None, solution_id: int | None = None, labeler_id: int | None = None
+) -> Subquery:
+    """The labels agreement is computed on (``COUNTED_COLUMNS``): the latest regular label of
+    each labeler, on solutions that two or more distinct labelers labeled; only the one
+    solution's, or only on solutions that ``labeler_id`` labeled, where given."""
+    regular = [Label.solution_id.is_not(None), *regular_label_conditions(generation)]
+    if solution_id is not None:
+        regular.append(Label.solution_id == solution_id)
+    if labeler_id is not None:
+        theirs = aliased(Label)
+        regular.append(
+            Label.solution_id.in_(select(theirs.solution_id).where(theirs.labeler_id == labeler_id))
+        )
+    # min < max: two or more distinct labelers, without count(DISTINCT)'s sort.
+    shared = (
+        select(Label.solution_id)
+        .where(*regular)
+        .group_by(Label.solution_id)
+        .having(func.min(Label.labeler_id) < func.max(Label.labeler_id))
+    )
+    ranked = (
+        select(*COUNTED_COLUMNS, newest_first().label("newest_first"))
+        .where(*regular, Label.solution_id.in_(shared))
+        .subquery()
+    )
+    columns = [ranked.c[column.key] for column in COUNTED_COLUMNS]
+    return select(*columns).where(ranked.c.newest_first == 1).subquery()
 
 
 def share(part: int, whole: int) -> float | None:

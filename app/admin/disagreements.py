@@ -27,9 +27,10 @@ from app.admin.agreement.metrics import (
     SharedLabels,
     rated_steps,
 )
-from app.admin.agreement.queries import counted_labels, load_shared_labels, user_names
+from app.admin.agreement.queries import load_shared_labels, user_names
 from app.admin.reliability import FloatArray, IntArray
 from app.consensus.service import final_labels
+from app.figures import counted_labels
 from app.models import Label, LabelStep, Problem, Solution, User
 
 ITEMS_PER_PAGE = 25

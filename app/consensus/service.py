@@ -9,12 +9,12 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session
 
 from app import audit, prm800k
 from app.consensus.rule import Consensus, Method, Status, Vote, consensus, valid_path
-from app.figures import regular_label_conditions
+from app.figures import newest_first, regular_label_conditions
 from app.models import (
     LABELS,
     PROBLEMS,
@@ -82,10 +82,6 @@ def counted_labels(
     where = [*regular_label_conditions(None), *conditions]
     if solution_id is not None:
         where.append(LABELS.c.solution_id == solution_id)
-    newest_first = func.row_number().over(
-        partition_by=(LABELS.c.solution_id, LABELS.c.labeler_id),
-        order_by=(LABELS.c.timestamp.desc(), LABELS.c.id.desc()),
-    )
     ranked = (
         select(
             LABELS.c.id,
@@ -96,7 +92,7 @@ def counted_labels(
             LABELS.c.timestamp,
             LABELS.c.generation,
             SOLUTIONS.c.style,
-            newest_first.label("newest_first"),
+            newest_first().label("newest_first"),
         )
         .join(USERS, USERS.c.id == LABELS.c.labeler_id)
         .outerjoin(SOLUTIONS, SOLUTIONS.c.id == LABELS.c.solution_id)

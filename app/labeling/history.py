@@ -4,9 +4,10 @@ Every query here is bound to one labeler's id: a labeler sees their own labels, 
 other labelers only how often their ratings agreed, never whose or which. A gold label is
 shown only beside the labeler's own answer to its question, once they have sent it.
 
-Agreement with others: where another labeler labeled the same solution, every completion
-both of them rated (same step, same completion) is compared; gold labels are left out,
-since answers to them are quality-control results, reported apart.
+Agreement with others is counted as the admins' Agreement page counts it (app/figures.py
+``counted_labels``): the labeler's latest label of each task solution against the other
+labelers' latest, step by step, on the chosen completion. Answers to quality-control and
+screening questions are compared with the answer key instead, and reported apart.
 """
 
 import statistics
@@ -20,7 +21,7 @@ from sqlalchemy import ColumnElement, Select, and_, case, func, select
 from sqlalchemy.orm import Session, aliased, selectinload
 
 from app.core.statements import AnyRow
-from app.figures import by_labelers
+from app.figures import counted_labels
 from app.models import FIRST_ERROR_DECIDED, GoldLabel, Label, LabelStep, Problem, StepCompletion
 
 PAGE_SIZE = 25
@@ -46,7 +47,7 @@ class MyWork:
     """Median time per task, over tasks with a recorded time."""
     total_seconds: float
     agreement: Agreement
-    """With other labelers, over every solution they labeled too."""
+    """With other labelers, as the Agreement page counts it (see the module's docstring)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,9 @@ class HistoryRow:
     steps: int
     seconds: float | None
     agreement: Agreement | None
-    """None where no other labeler rated the same completions."""
+    """This label's share of ``MyWork.agreement``; None where it has none: no other labeler
+    rated the same steps, or the label is not counted (a QC or screening answer, or one the
+    labeler's later label of the same solution replaced)."""
 
 
 @dataclass(frozen=True)
@@ -190,7 +193,6 @@ def _kind(quality_control: bool, screening: bool) -> str:
 
 
 _MINE, _OTHERS = aliased(StepCompletion), aliased(StepCompletion)
-_MY_LABEL, _OTHER_LABEL = aliased(Label), aliased(Label)
 
 
 def _agreeing(condition: ColumnElement[bool]) -> ColumnElement[int]:
@@ -198,38 +200,35 @@ def _agreeing(condition: ColumnElement[bool]) -> ColumnElement[int]:
 
 
 def _agreement_query(labeler_id: int, *, per_label: bool) -> Select[Any]:
-    """(compared, agreeing) of the labeler's ratings against other labelers' ratings of the
-    same completions, gold labels and admins' labels aside (as on the Agreement page);
-    per label (label_id first) or pooled."""
+    """(compared, agreeing) of the labeler's ratings against the other labelers' ratings of
+    the same steps, on the labels the Agreement page counts (``counted_labels``), so that
+    the pooled figure is the one an admin sees for them; per label (label_id first) or
+    pooled."""
+    mine = counted_labels(None, labeler_id=labeler_id)
+    others = counted_labels(None, labeler_id=labeler_id)
     columns = (func.count(), _agreeing(_MINE.rating == _OTHERS.rating))
     query = (
-        select(*((_MINE.label_id, *columns) if per_label else columns))
-        .select_from(_MINE)
-        .join(_MY_LABEL, _MY_LABEL.id == _MINE.label_id)
+        select(*((mine.c.id, *columns) if per_label else columns))
+        .select_from(mine)
+        .join(_MINE, _MINE.label_id == mine.c.id)
         .join(
-            _OTHER_LABEL,
-            and_(
-                _OTHER_LABEL.solution_id == _MY_LABEL.solution_id,
-                _OTHER_LABEL.labeler_id != _MY_LABEL.labeler_id,
-            ),
+            others,
+            and_(others.c.solution_id == mine.c.solution_id, others.c.labeler_id != labeler_id),
         )
         .join(
             _OTHERS,
-            and_(
-                _OTHERS.label_id == _OTHER_LABEL.id,
-                _OTHERS.step_index == _MINE.step_index,
-                _OTHERS.completion_index == _MINE.completion_index,
-            ),
+            and_(_OTHERS.label_id == others.c.id, _OTHERS.step_index == _MINE.step_index),
         )
         .where(
-            _MY_LABEL.labeler_id == labeler_id,
+            mine.c.labeler_id == labeler_id,
+            # The chosen completion: alternatives are not compared (as on the Agreement page).
+            _MINE.completion_index == 0,
+            _OTHERS.completion_index == 0,
             _MINE.rating.is_not(None),
             _OTHERS.rating.is_not(None),
-            _OTHER_LABEL.id.not_in(select(GoldLabel.label_id)),
-            by_labelers(_OTHER_LABEL.labeler_id),
         )
     )
-    return query.group_by(_MINE.label_id) if per_label else query
+    return query.group_by(mine.c.id) if per_label else query
 
 
 def gold_answers(

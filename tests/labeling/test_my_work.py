@@ -11,7 +11,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.labeling.history import PAGE_SIZE
+from app.admin.agreement.views import agreement_report
+from app.labeling.history import PAGE_SIZE, my_history, my_work
 from app.main import create_app
 from app.models import Role
 from app.quality.questions import mark_quality_control
@@ -102,9 +103,10 @@ def test_my_work_shows_history_time_and_agreement(alice: TestClient, world: Worl
     page = alice.get("/me").text
     assert re.search(r"Time spent in total</dt><dd>2:00</dd>", page)
     assert re.search(r"Median time per task</dt>\s*<dd>1:00</dd>", page)
-    # Against Bob: 2 of 3 ratings of the shared solution, 1 of 2 of the QC question.
-    assert re.search(r"Agreement with other labelers</dt>\s*<dd>60.0%</dd>", page)
-    assert "3 of your\n  5 ratings matched theirs" in page
+    # Against Bob: 2 of 3 ratings of the shared solution. The QC answers are compared with
+    # the answer key, not with each other (as on the Agreement page).
+    assert re.search(r"Agreement with other labelers</dt>\s*<dd>66.7%</dd>", page)
+    assert "2 of your\n  3 ratings matched theirs" in page
     assert cells(page, "History") == [
         [
             "2026-11-21 09:00",
@@ -113,7 +115,7 @@ def test_my_work_shows_history_time_and_agreement(alice: TestClient, world: Worl
             "found error",
             "3",
             "0:30",
-            "50.0% (1 of 2 ratings)",
+            "—",
         ],
         [
             "2026-11-20 09:00",
@@ -125,6 +127,48 @@ def test_my_work_shows_history_time_and_agreement(alice: TestClient, world: Worl
             "66.7% (2 of 3 ratings)",
         ],
     ]
+
+
+def test_my_agreement_is_the_agreement_pages_figure_for_me(engine: Engine) -> None:
+    """What /me tells a labeler is what their admin reads in their Agreement row: a label
+    replaced by a later one, alternative completions, an admin's label and QC answers are
+    left out of both, and the history's rows add up to the total."""
+    with Session(engine) as session:
+        alice, bob, carol = (make_user(session, name) for name in ("alice", "bob", "carol"))
+        admin = make_user(session, "admin", role=Role.ADMIN)
+        first, second = (make_solution(session, STEPS) for _ in range(2))
+        replaced = make_rated_label(
+            session, alice, first, [1, 1, -1], timestamp=datetime(2026, 11, 1)
+        )
+        make_rated_label(session, alice, first, [1, -1], timestamp=datetime(2026, 11, 2))
+        make_rated_label(session, bob, first, [1, 0, -1], alternatives=[1, -1])
+        make_rated_label(session, carol, first, [1, 1])
+        make_rated_label(session, alice, second, [1, 1, 1], alternatives=[-1])
+        make_rated_label(session, bob, second, [0, 1, 1], alternatives=[1])
+        make_rated_label(session, admin, second, [-1])
+        question = make_solution(session, STEPS)
+        mark_quality_control(
+            session, question.id, make_rated_label(session, admin, question, [1]).id
+        )
+        for labeler in (alice, bob):
+            make_rated_label(session, labeler, question, [1, -1], is_quality_control=True)
+        session.commit()
+
+        rows = {row.labeler.name: row for row in agreement_report(session, 0.8).labelers}
+        for labeler in (alice, bob, carol):
+            mine = my_work(session, labeler.id, datetime(2026, 11, 28)).agreement
+            assert mine.compared == rows[labeler.name].rating_pairs
+            assert mine.share == rows[labeler.name].observed_agreement
+            history = my_history(session, labeler.id, 1).rows
+            counted = [row.agreement for row in history if row.agreement]
+            assert sum(row.compared for row in counted) == mine.compared
+            assert sum(row.agreeing for row in counted) == mine.agreeing
+        # Alice against Bob and Carol on the first (2 steps each: 1 agrees with each), Bob on
+    # the second (3 steps: 2 agree); alternatives aside.
+        alices = my_work(session, alice.id, datetime(2026, 11, 28)).agreement
+        assert (alices.compared, alices.agreeing) == (7, 4)
+        assert [row.agreement for row in my_history(session, alice.id, 1).rows][-1] is None
+        assert replaced.id == my_history(session, alice.id, 1).rows[-1].label_id
 
 
 def test_quality_control_answers_show_against_the_key(alice: TestClient, world: World) -> None:

@@ -1,4 +1,4 @@
-"""Which labels agreement counts, in SQL, and the counted labels read as arrays; the
+"""The labels agreement counts (app/figures.py ``counted_labels``) read as arrays; the
 labelers' activity, their names, and the generations labels belong to."""
 
 from collections.abc import Sequence
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import String, Subquery, cast, func, select
+from sqlalchemy import String, cast, func, select
 from sqlalchemy.orm import Session
 
 from app.admin.agreement.metrics import (
@@ -17,7 +17,7 @@ from app.admin.agreement.metrics import (
     SharedLabels,
 )
 from app.admin.reliability import IntArray
-from app.figures import regular_label_conditions
+from app.figures import counted_labels, regular_label_conditions
 from app.models import (
     SCREENING_GENERATION,
     STEP_COMPLETIONS,
@@ -27,45 +27,6 @@ from app.models import (
     StepCompletion,
     User,
 )
-
-COUNTED_COLUMNS = (
-    Label.id,
-    Label.labeler_id,
-    Label.solution_id,
-    Label.generation,
-    Label.finish_reason,
-)
-
-
-# Which labels count, in SQL.
-
-
-def counted_labels(generation: int | None, solution_id: int | None = None) -> Subquery:
-    """The labels agreement is computed on (id, labeler_id, solution_id, generation,
-    finish_reason): the latest regular label of each labeler, on solutions that two or more
-    distinct labelers labeled."""
-    regular = [Label.solution_id.is_not(None), *regular_label_conditions(generation)]
-    if solution_id is not None:
-        regular.append(Label.solution_id == solution_id)
-    # min < max: two or more distinct labelers, without count(DISTINCT)'s sort.
-    shared = (
-        select(Label.solution_id)
-        .where(*regular)
-        .group_by(Label.solution_id)
-        .having(func.min(Label.labeler_id) < func.max(Label.labeler_id))
-    )
-    newest_first = func.row_number().over(
-        partition_by=(Label.solution_id, Label.labeler_id),
-        order_by=(Label.timestamp.desc(), Label.id.desc()),
-    )
-    ranked = (
-        select(*COUNTED_COLUMNS, newest_first.label("newest_first"))
-        .where(*regular, Label.solution_id.in_(shared))
-        .subquery()
-    )
-    columns = [ranked.c[column.key] for column in COUNTED_COLUMNS]
-    return select(*columns).where(ranked.c.newest_first == 1).subquery()
-
 
 # The counted labels and their step ratings, as arrays.
 
