@@ -101,8 +101,8 @@ class Settings(BaseSettings):
     """Share of a gold label's step ratings a labeler must match to pass screening and QC."""
 
     qc_min_answers: int = Field(default=3, ge=1, le=1000)
-    """Quality-control answers a labeler needs before QC gives a verdict: one answer is too
-    few to call anyone failing."""
+    """Quality-control answers a labeler needs before QC gives a verdict, counting those that
+    rate a step the gold label rates: one answer is too few to call anyone failing."""
 
     # The PRM worker (python -m worker).
     prm_base_model: str = "smollm2-135m"

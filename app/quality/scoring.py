@@ -12,7 +12,8 @@ Each other label of that solution is an *answer*, compared with the gold label o
 Answers to screening questions (generation -1) give the *screening score*; the others the
 QC accuracy, overall or per generation (a QC answer belongs to the generation it was served
 in). A labeler passes when their step accuracy reaches the project's screening threshold;
-QC gives no verdict before a labeler has ``qc_min_answers`` answers.
+QC gives no verdict before a labeler has ``qc_min_answers`` answers that rated a step the
+gold label rated (an answer reporting a bad problem at once tells nothing of their ratings).
 All of it is two GROUP BY queries, whatever the number of labels; coarser figures pool the
 counts of finer groups (``combined``), so every figure adds up to the same answers.
 """
@@ -51,6 +52,8 @@ class GoldComparison:
 
     answers: int = 0
     steps_compared: int = 0
+    rated_answers: int = 0
+    """Answers with a step compared: the ones a QC verdict counts (``passes``)."""
     steps_agreeing: int = 0
     first_errors_compared: int = 0
     first_errors_agreeing: int = 0
@@ -59,25 +62,30 @@ class GoldComparison:
 
     @classmethod
     def of(
-        cls, answers: int, steps: tuple[int, int], first_errors: tuple[int, int]
+        cls,
+        answers: int,
+        steps: tuple[int, int, int],
+        first_errors: tuple[int, int],
     ) -> "GoldComparison":
-        """From (compared, agreeing) counts of step ratings and of first errors."""
-        steps_compared, steps_agreeing = steps
+        """From (compared, agreeing, answers with any compared) counts of step ratings and
+        (compared, agreeing) counts of first errors."""
+        steps_compared, steps_agreeing, rated_answers = steps
         first_errors_compared, first_errors_agreeing = first_errors
         return cls(
-            answers,
-            steps_compared,
-            steps_agreeing,
-            first_errors_compared,
-            first_errors_agreeing,
+            answers=answers,
+            steps_compared=steps_compared,
+            rated_answers=rated_answers,
+            steps_agreeing=steps_agreeing,
+            first_errors_compared=first_errors_compared,
+            first_errors_agreeing=first_errors_agreeing,
             step_accuracy=share(steps_agreeing, steps_compared),
             first_error_accuracy=share(first_errors_agreeing, first_errors_compared),
         )
 
     def passes(self, threshold: float, min_answers: int = 1) -> bool | None:
         """Whether the step accuracy reaches ``threshold``; None with nothing to compare or
-        fewer than ``min_answers`` answers."""
-        if self.step_accuracy is None or self.answers < min_answers:
+        fewer than ``min_answers`` answers that rated a compared step."""
+        if self.step_accuracy is None or self.rated_answers < min_answers:
             return None
         return self.step_accuracy >= threshold
 
@@ -87,7 +95,11 @@ def combined(comparisons: Iterable[GoldComparison]) -> GoldComparison:
     rows = list(comparisons)
     return GoldComparison.of(
         sum(row.answers for row in rows),
-        (sum(row.steps_compared for row in rows), sum(row.steps_agreeing for row in rows)),
+        (
+            sum(row.steps_compared for row in rows),
+            sum(row.steps_agreeing for row in rows),
+            sum(row.rated_answers for row in rows),
+        ),
         (
             sum(row.first_errors_compared for row in rows),
             sum(row.first_errors_agreeing for row in rows),
@@ -174,9 +186,14 @@ def gold_comparisons(session: Session, by: Sequence[str]) -> dict[tuple[Any, ...
     }
     mine, gold = aliased(StepCompletion), aliased(StepCompletion)
     steps = {
-        tuple(key): (int(compared), int(agreeing))
-        for *key, compared, agreeing in session.execute(
-            select(*keys, func.count(), _agreeing(mine.rating == gold.rating))
+        tuple(key): (int(compared), int(agreeing), int(rated_answers))
+        for *key, compared, agreeing, rated_answers in session.execute(
+            select(
+                *keys,
+                func.count(),
+                _agreeing(mine.rating == gold.rating),
+                func.count(func.distinct(mine.label_id)),
+            )
             .join(mine, mine.label_id == answers.c.label_id)
             .join(
                 gold,
@@ -191,7 +208,7 @@ def gold_comparisons(session: Session, by: Sequence[str]) -> dict[tuple[Any, ...
         )
     }
     return {
-        key: GoldComparison.of(count, steps.get(key, (0, 0)), first)
+        key: GoldComparison.of(count, steps.get(key, (0, 0, 0)), first)
         for key, (count, first) in first_errors.items()
     }
 

@@ -110,18 +110,20 @@ def shared_steps(works: list[Work]) -> dict[tuple[int, int], dict[str, int]]:
 def compared_with_gold(answers: Iterable[tuple[Ratings, str, Ratings, str]]) -> GoldComparison:
     """The reference for accuracy against gold: each (answer's ratings, its finish reason,
     the gold ratings, the gold finish reason) compared completion by completion, with loops."""
-    count = compared = agreeing = first_compared = first_agreeing = 0
+    count = compared = agreeing = rated = first_compared = first_agreeing = 0
     for ratings, finish, gold, gold_finish in answers:
         count += 1
+        before = compared
         for mine, theirs in zip(ratings, gold, strict=False):
             for index, rating in enumerate(mine):
                 if index < len(theirs) and rating is not None and theirs[index] is not None:
                     compared += 1
                     agreeing += rating == theirs[index]
+        rated += compared > before
         if finish in FINISHED and gold_finish in FINISHED:
             first_compared += 1
             first_agreeing += first_error(ratings) == first_error(gold)
-    return GoldComparison.of(count, (compared, agreeing), (first_compared, first_agreeing))
+    return GoldComparison.of(count, (compared, agreeing, rated), (first_compared, first_agreeing))
 
 
 def first_error(ratings: Ratings) -> int:

@@ -257,6 +257,26 @@ def test_qc_gives_no_verdict_before_enough_answers_and_counts_them(session: Sess
     assert one_each["dave"].passes_quality_control is False
 
 
+def test_qc_answers_that_rate_no_step_of_the_key_give_no_verdict(session: Session) -> None:
+    """A labeler who reports QC questions as bad problems at once has answered them, but
+    shown nothing of their ratings: the verdict waits for answers that rate a step."""
+    solutions = build(session)
+    erin = session.scalar(select(User).where(User.name == "erin"))
+    assert erin is not None
+    make_label(session, erin, solutions["s2"], [[1], [0], [1]], finish_reason="solution")
+    for question in ("s1", "gave-up-gold"):
+        make_label(session, erin, solutions[question], [], finish_reason="bad_problem")
+    rows = {row.name: row for row in labeler_quality(session, 0.75, min_answers=3)}
+    assert (rows["erin"].quality_control.answers, rows["erin"].quality_control.rated_answers) == (
+        3,
+        1,
+    )
+    assert rows["erin"].passes_quality_control is None
+    assert rows["alice"].quality_control.rated_answers == 3
+    one_each = {row.name: row for row in labeler_quality(session, 0.75, min_answers=1)}
+    assert one_each["erin"].passes_quality_control is True
+
+
 def test_an_admins_label_of_a_qc_question_is_no_answer(session: Session) -> None:
     solutions = build(session)
     before = quality_control_by_generation(session)

@@ -164,7 +164,7 @@ def test_my_agreement_is_the_agreement_pages_figure_for_me(engine: Engine) -> No
             assert sum(row.compared for row in counted) == mine.compared
             assert sum(row.agreeing for row in counted) == mine.agreeing
         # Alice against Bob and Carol on the first (2 steps each: 1 agrees with each), Bob on
-    # the second (3 steps: 2 agree); alternatives aside.
+        # the second (3 steps: 2 agree); alternatives aside.
         alices = my_work(session, alice.id, datetime(2026, 11, 28)).agreement
         assert (alices.compared, alices.agreeing) == (7, 4)
         assert [row.agreement for row in my_history(session, alice.id, 1).rows][-1] is None
