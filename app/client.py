@@ -35,6 +35,11 @@ POLL_SECONDS = 0.25
 POLL_RETRIES = 10
 """Polls of a job that may fail in a row (the server busy, unreachable) before giving up."""
 FINISHED = ("succeeded", "failed")
+UNAVAILABLE_RETRIES = 5
+"""Times a request the server answered 503 (its database briefly away, app/main.py) is sent
+again, each after the Retry-After the server names: a pull's 503 comes before any label, and
+a push stores each solution once however often it is sent."""
+RETRY_AFTER_MAX_S = 30.0
 
 Progress = Callable[[int], None]
 """Called with how many lines (push) or labels (pull) were just done."""
@@ -184,31 +189,64 @@ class Client:
         """Write the labels ``options`` select (default: all) to ``out`` as the server
         streams them."""
         params = (options or PullOptions()).query()
-        lines = 0
+        retries_left = UNAVAILABLE_RETRIES
         try:
-            with self.http.stream("GET", "/labels", params=params) as response:
-                _check(response)
-                if on_total is not None:
-                    on_total(int(response.headers.get(COUNT_HEADER, "0")))
-                for chunk in response.iter_bytes():
-                    out.write(chunk)
-                    done = chunk.count(b"\n")
-                    lines += done
-                    if progress is not None and done:
-                        progress(done)
-                cursor = response.headers[CURSOR_HEADER]
+            while True:
+                with self.http.stream("GET", "/labels", params=params) as response:
+                    wait = _retry_after(response, retries_left)
+                    if wait is None:
+                        return _written(response, out, on_total, progress)
+                retries_left -= 1
+                time.sleep(wait)
         except httpx.HTTPError as error:
             raise ApiError(_unreachable(error)) from None
-        return PullResult(next_cursor=cursor, labels=lines)
 
     def _json(self, method: str, path: str, **options: Any) -> dict[str, Any]:
+        retries_left = UNAVAILABLE_RETRIES
         try:
-            response = self.http.request(method, path, **options)
+            while True:
+                response = self.http.request(method, path, **options)
+                wait = _retry_after(response, retries_left)
+                if wait is None:
+                    break
+                retries_left -= 1
+                time.sleep(wait)
         except httpx.HTTPError as error:
             raise ApiError(_unreachable(error)) from None
         _check(response)
         answer: dict[str, Any] = response.json()
         return answer
+
+
+def _written(
+    response: httpx.Response,
+    out: BinaryIO,
+    on_total: Callable[[int], None] | None,
+    progress: Progress | None,
+) -> PullResult:
+    """A pull's answer written to ``out`` as it streams in."""
+    _check(response)
+    if on_total is not None:
+        on_total(int(response.headers.get(COUNT_HEADER, "0")))
+    lines = 0
+    for chunk in response.iter_bytes():
+        out.write(chunk)
+        done = chunk.count(b"\n")
+        lines += done
+        if progress is not None and done:
+            progress(done)
+    return PullResult(next_cursor=response.headers[CURSOR_HEADER], labels=lines)
+
+
+def _retry_after(response: httpx.Response, retries_left: int) -> float | None:
+    """Seconds to wait before sending the request again, or None to take this answer: any
+    but a 503, or a 503 with no retry left."""
+    if response.status_code != 503 or retries_left == 0:
+        return None
+    try:
+        return min(max(float(response.headers.get("Retry-After", "1")), 0.0), RETRY_AFTER_MAX_S)
+    except ValueError:  # an HTTP date, which the app never sends
+        return 1.0
 
 
 def _check(response: httpx.Response) -> None:

@@ -22,11 +22,11 @@ from tests.outage import database_away
 LABELERS = 6
 BEFORE_S, OUTAGE_S, AFTER_S = 1.5, 1.5, 2.0
 RECOVERY_S = 1.0
+"""How long after the outage ends a request may still meet it (one that waited for a
+connection through it)."""
 AFTER_MAX_S = 30.0
 """How long the labelers go on after the outage at most, until one has submitted past the
 recovery window: on a loaded 2-core machine a task's round trip can outlast AFTER_S."""
-"""How long after the outage ends a request may still meet it (one that waited for a
-connection through it)."""
 
 
 @pytest.fixture
