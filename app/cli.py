@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
-from app.cli_common import IncludeQcOption, IncludeScreeningOption, LabelerOption, database_name
+from app.cli_common import (
+    DATABASE_FAILED,
+    IncludeQcOption,
+    IncludeScreeningOption,
+    LabelerOption,
+    database_failure,
+    database_name,
+    replaced_when_whole,
+)
 from app.cli_common import fail as _fail
 from app.cli_common import require_current_schema as _require_current_schema
 from app.progress import TerminalProgress, terminal_progress
@@ -107,10 +115,10 @@ def _report_skipped(bar: TerminalProgress | None, error: "ImportLineError") -> N
 
 
 def _run_import(function: ImportFunction, kind: str, files: list[Path], skip_invalid: bool) -> None:
-    from sqlalchemy.exc import IntegrityError
+    from sqlalchemy.exc import IntegrityError, OperationalError
 
     from app import audit
-    from app.core.db import transaction
+    from app.core.db import is_database_away, transaction
     from app.datasets.bulk import paused_gc
     from app.datasets.reading import ImportLineError, count_file_lines, read_files
 
@@ -136,6 +144,14 @@ def _run_import(function: ImportFunction, kind: str, files: list[Path], skip_inv
         _fail(
             "another import added the same rows at the same time; nothing was imported.\n"
             "Run this import again: it skips what is already there."
+        )
+    except OperationalError as error:
+        if not is_database_away(error):
+            raise
+        _fail(
+            f"{database_failure(error)}\nnothing was imported: run the import again once "
+            "the database answers",
+            DATABASE_FAILED,
         )
     typer.echo(summary.describe())
 
@@ -185,11 +201,15 @@ def import_solutions(
 
 @contextmanager
 def _output(path: str) -> Iterator[TextIO]:
+    """``path`` opened for text, or standard output for '-'. A file is written beside
+    ``path`` and takes its place once the export is whole (``replaced_when_whole``)."""
     if path == "-":
         yield sys.stdout
         return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="\n") as stream:
+    with (
+        replaced_when_whole(Path(path)) as partial,
+        open(partial, "w", encoding="utf-8", newline="\n") as stream,
+    ):
         yield stream
 
 
@@ -224,7 +244,9 @@ def export(
     or TRL stepwise rows, the give-up and bad-problem notes of the labels (--format notes),
     or the audit log of the admins' changes (--format audit, one JSON line per entry, oldest
     first)."""
-    from app.core.db import transaction
+    from sqlalchemy.exc import OperationalError
+
+    from app.core.db import is_database_away, transaction
     from app.datasets.bulk import paused_gc
     from app.datasets.export import ExportError, ExportFilter, count_labels, unknown_labelers
 
@@ -266,6 +288,11 @@ def export(
         _fail(f"{error}; the export stopped there")
     except OSError as error:  # no such folder, a folder given as the file, a full disk
         _fail(f"cannot write {output}: {error.strerror or error}")
+    except OperationalError as error:
+        if not is_database_away(error):
+            raise
+        kept = "" if output == "-" else f"; {output} is as it was"
+        _fail(f"{database_failure(error)}\nthe export stopped{kept}", DATABASE_FAILED)
     where = "standard output" if output == "-" else output
     typer.echo(f"wrote {written} to {where}", err=True)
 
@@ -528,8 +555,14 @@ def main() -> None:
     except Exception as error:
         # Settings are read (and app.core.config imported) only by the commands that need them.
         from app.core.config import SettingsError
+        from app.core.db import is_database_away
 
-        if not isinstance(error, SettingsError):
-            raise
-        typer.echo(str(error), err=True)
-        sys.exit(2)
+        if isinstance(error, SettingsError):
+            typer.echo(str(error), err=True)
+            sys.exit(2)
+        if is_database_away(error):  # a restart, a lost connection
+            typer.echo(
+                f"{database_failure(error)}\nrun the command again once it answers", err=True
+            )
+            sys.exit(DATABASE_FAILED)
+        raise

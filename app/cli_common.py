@@ -1,6 +1,9 @@
 """What every part of the command line shares: failing with a message, and refusing to run
 on a schema that is not current. Light, as ``steplabel --help`` must stay."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -18,9 +21,36 @@ IncludeScreeningOption = Annotated[
 ]
 
 
+DATABASE_FAILED = 75
+"""Exit status of a command the database failed under (a restart, a lost connection):
+sysexits' EX_TEMPFAIL, since running it again once the database answers is the cure. A bad
+input line is 1, a bad option or an unreachable database at the start 2."""
+
+
 def fail(message: str, status: int = 1) -> None:
     typer.echo(message, err=True)
     raise typer.Exit(status)
+
+
+def database_failure(error: BaseException) -> str:
+    """One line for a database error: the driver's first line, without SQLAlchemy's SQL."""
+    from app.core.db import first_line
+
+    return f"the database {database_name()} failed: {first_line(error)}"
+
+
+@contextmanager
+def replaced_when_whole(path: Path) -> Iterator[Path]:
+    """A file beside ``path`` to write, which takes ``path``'s place once the block ends
+    without an error: a command that fails leaves ``path`` as it was (a previous export, say),
+    never empty or cut short."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    try:
+        yield partial
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def database_name() -> str:

@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Annotated, BinaryIO
 
 import typer
 
-from app.cli_common import IncludeQcOption, IncludeScreeningOption, LabelerOption
+from app.cli_common import (
+    IncludeQcOption,
+    IncludeScreeningOption,
+    LabelerOption,
+    replaced_when_whole,
+)
 from app.cli_common import fail as _fail
 from app.cli_common import require_current_schema as _require_current_schema
 from app.progress import TerminalProgress, terminal_progress
@@ -158,7 +163,9 @@ def remote_push(
     if not result.succeeded:
         for error_line in result.errors:
             typer.echo(error_line, err=True)
-        _fail(f"{file}: the failed batch imported nothing; fix the line and push again")
+        lines_at_fault = any(error.get("line") for error in result.jobs[-1]["errors"])
+        cure = "fix the line and push again" if lines_at_fault else "push the file again"
+        _fail(f"{file}: the failed batch imported nothing; {cure}")
 
 
 @remote_cli.command("pull")
@@ -227,22 +234,14 @@ def _option_errors(error: "ValidationError") -> str:
 
 @contextmanager
 def _binary_output(out: str) -> Iterator[BinaryIO]:
-    """``out`` opened for bytes, or standard output's bytes for '-'. A file is written beside
-    ``out`` and takes its place once the pull is whole: a refused or broken pull leaves
-    ``out`` as it was (a previous pull, say), never empty or cut short."""
+    """``out`` opened for bytes, or standard output's bytes for '-'. A file is written
+    beside ``out`` and takes its place once the pull is whole (``replaced_when_whole``)."""
     if out == "-":
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
-    target = Path(out)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
-    try:
-        with open(partial, "wb") as stream:
-            yield stream
-        partial.replace(target)
-    finally:
-        partial.unlink(missing_ok=True)
+    with replaced_when_whole(Path(out)) as partial, open(partial, "wb") as stream:
+        yield stream
 
 
 def _set_total(bar: TerminalProgress | None) -> Callable[[int], None]:

@@ -42,7 +42,14 @@ from app.admin.imports import (
     import_upload,
     upload_name,
 )
-from app.core.db import get_engine, is_sqlite, retried_while_away, transaction
+from app.core.db import (
+    first_line,
+    get_engine,
+    is_database_away,
+    is_sqlite,
+    retried_while_away,
+    transaction,
+)
 from app.datasets.reading import count_lines
 from app.models import ImportJob, JobStatus, User, utc_now
 from app.progress import Progress
@@ -238,7 +245,12 @@ def run_job(engine: Engine, job_id: int, upload: BinaryIO) -> None:
             _record_outcome(job, result, progress.done)
     except Exception as error:
         logger.exception("import job %s failed", job_id)
-        message = f"the import stopped: {type(error).__name__}: {error}; nothing was imported"
+        cause = (
+            f"the database failed: {first_line(error)}"
+            if is_database_away(error)
+            else f"{type(error).__name__}: {error}"
+        )
+        message = f"the import stopped: {cause}; nothing was imported"
         failed = partial(_record_failure, engine, job_id, message, progress.done)
         retried_while_away(failed, f"import job {job_id}: recording its failure")
 
