@@ -129,7 +129,10 @@ def queue_by_generation(session: Session, default_overlap: int) -> dict[int | No
             func.count(),
             func.sum(case((queued, overlap), else_=0)),
             func.sum(case((queued, counted), else_=0)),
-        ).group_by(Solution.generation, Solution.queue_state)
+        )
+        # Questions stay open and are never filled: counted, a generation could never finish.
+        .where(not_a_question())
+        .group_by(Solution.generation, Solution.queue_state)
     )
     by_generation: dict[int | None, dict[str, int]] = {}
     for generation, state, count, wanted, done in rows:

@@ -173,6 +173,21 @@ def test_open_by_generation_leaves_out_screening_qc_questions_and_the_pool(
     assert open_by_generation(session) == {g: n for g, n in expected.items() if n}
 
 
+def test_a_quality_control_question_is_no_queued_work(session: Session) -> None:
+    """A question stays open and is never filled: counted, its generation would never be
+    done (the worker's pace reads the same figures)."""
+    solutions, _ = build(session)
+    before = {g.generation: g for g in progress(session, DEFAULT_OVERLAP, now=NOW).generations}
+    question = solutions[3]  # generation 1, open, overlap 3
+    admin = make_user(session, "gold-admin", role=Role.ADMIN)
+    mark_quality_control(session, question.id, make_label(session, admin, question, [[1]]).id)
+    after = {g.generation: g for g in progress(session, DEFAULT_OVERLAP, now=NOW).generations}
+    assert (after[1].solutions, after[1].open) == (before[1].solutions - 1, before[1].open - 1)
+    assert after[1].labels_wanted == before[1].labels_wanted - 3
+    assert after[1].labels_counted == before[1].labels_counted
+    assert after[0] == before[0]
+
+
 def test_an_empty_project(session: Session) -> None:
     result = progress(session, DEFAULT_OVERLAP, now=NOW)
     assert (result.generations, result.bad_problems, result.bad_problem_count) == ([], [], 0)
