@@ -749,6 +749,28 @@ _COUNT_COMPLETION = (
 )
 
 
+def follow_default_overlap(connection: Connection, default_overlap: int) -> int:
+    """Put each queued solution without an overlap of its own in the state the project's
+    ``default_overlap`` gives it, as ``_QUEUE_STATE_AFTER`` does one label at a time: full
+    once labeled that many times, else open. A raised overlap reopens the solutions the old
+    one had filled (else they would wait forever, and their generation with them); a lowered
+    one fills those it now covers. Returns how many solutions changed state."""
+    state = case(
+        (_S.completed_count >= default_overlap, QueueState.FULL.value),
+        else_=QueueState.OPEN.value,
+    )
+    changed = connection.execute(
+        update(SOLUTIONS)
+        .where(
+            _S.overlap.is_(None),
+            _S.queue_state.in_((QueueState.OPEN.value, QueueState.FULL.value)),
+            _S.queue_state != state,
+        )
+        .values(queue_state=state)
+    )
+    return changed.rowcount
+
+
 def write_label_in_turn(connection: Connection, writes: LabelWrites) -> tuple[int | None, bool]:
     """``write_label`` one statement after another, in the caller's transaction (SQLite)."""
     label_id = _scalar(execute(connection, _INSERT_LABEL, writes.label))

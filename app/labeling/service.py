@@ -157,5 +157,11 @@ def guidelines(session: Session) -> str:
     return text
 
 
+def set_default_overlap(session: Session, overlap: int) -> int:
+    """The project's overlap changed to ``overlap``: the queue follows (solutions opened or
+    filled, ``repository.follow_default_overlap``); how many changed."""
+    return repository.follow_default_overlap(session.connection(), overlap)
+
+
 def save_guidelines(session: Session, text: str) -> None:
     set_value(session, GUIDELINES_KEY, text)

@@ -8,11 +8,21 @@ from sqlalchemy.orm import Session
 
 from app.core.config import get_settings
 from app.main import create_app
-from app.models import GoldLabel, ProjectSetting, RunStatus, Solution, TrainingRun, User
+from app.models import (
+    GoldLabel,
+    ProjectSetting,
+    QueueState,
+    RunStatus,
+    Solution,
+    TrainingRun,
+    User,
+)
 from app.project_settings import runtime_settings
 from tests.admin.conftest import HTMX, Admin
 from tests.factories import make_label, make_solution, make_user
 from tests.web import add_user, log_in
+
+OPEN, FULL, OUT = QueueState.OPEN, QueueState.FULL, QueueState.NOT_QUEUED
 
 
 def shown_password(html: str) -> str:
@@ -148,6 +158,31 @@ def test_settings_are_saved_as_runtime_settings(admin: Admin, engine: Engine) ->
         "screening_threshold": 0.9,
         "qc_min_answers": 5,
     }
+
+
+def test_a_new_overlap_reopens_or_fills_the_queue(admin: Admin, engine: Engine) -> None:
+    """Solutions filled at the old overlap get their further labels at a raised one (else
+    they, and their generation, would wait forever); a lowered one fills those it covers.
+    A solution with an overlap of its own, or out of the queue, keeps its state."""
+    # (completed labels, its own overlap, state at the project's overlap of 1)
+    specs = [(1, None, FULL), (2, None, FULL), (1, 1, FULL), (0, None, OPEN), (0, None, OUT)]
+    with Session(engine) as session:
+        ids = []
+        for completed, overlap, state in specs:
+            solution = make_solution(session, overlap=overlap, queue_state=state)
+            solution.completed_count = completed
+            ids.append(solution.id)
+        session.commit()
+
+    def states() -> list[QueueState]:
+        with Session(engine) as session:
+            return [session.get_one(Solution, id_).queue_state for id_ in ids]
+
+    settings = {"qc_rate": "0", "screening_threshold": "0.8", "qc_min_answers": "1"}
+    assert admin.post("/admin/qc/settings", settings | {"overlap": "2"}).status_code == 200
+    assert states() == [OPEN, FULL, FULL, OPEN, OUT]
+    assert admin.post("/admin/qc/settings", settings | {"overlap": "1"}).status_code == 200
+    assert states() == [FULL, FULL, FULL, OPEN, OUT]
 
 
 def test_bad_settings_show_their_errors_and_save_nothing(admin: Admin, engine: Engine) -> None:

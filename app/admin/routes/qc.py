@@ -14,6 +14,7 @@ from app.auth.sessions import CurrentAdmin
 from app.core.db import DbSession
 from app.datasets.reading import describe
 from app.inputs import DbId
+from app.labeling import service
 from app.models import SCREENING_GENERATION, User
 from app.project_settings import RUNTIME_KEYS, forget_cached, parse_runtime_value, set_value
 from app.quality import questions, review, scoring
@@ -81,6 +82,8 @@ def save_qc_settings(
         for key, value in parsed.items():
             set_value(session, key, value)
         changed = [key for key, value in parsed.items() if before.get(key) != value]
+        if "overlap" in changed:
+            service.set_default_overlap(session, parsed["overlap"])
         if changed:
             audit.record(
                 session,
