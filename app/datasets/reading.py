@@ -1,5 +1,6 @@
 """Reading JSONL input line by line, and reporting a bad line as ``FILE:LINE: message``."""
 
+import codecs
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -40,13 +41,18 @@ class SourceLine:
 def read_jsonl(
     name: str, stream: BinaryIO, progress: Progress | None = None
 ) -> Iterator[SourceLine]:
-    """The non-blank lines of a JSONL stream, numbered from 1; bad UTF-8 is a line error.
+    """The non-blank lines of a JSONL stream, numbered from 1; bad UTF-8 is a line error,
+    a byte-order mark at the start is dropped.
 
     ``progress`` advances by every line read, blank ones too, as ``count_lines`` counts.
     """
     for number, raw in enumerate(stream, start=1):
         if progress is not None:
             progress.advance()
+        if number == 1:
+            # Windows editors start a UTF-8 file with a byte-order mark: it marks the file,
+            # not its first line, which JSON would refuse at column 1.
+            raw = raw.removeprefix(codecs.BOM_UTF8)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as error:

@@ -1,5 +1,6 @@
 """Bad input: reported as FILE:LINE, exit status 1, and nothing written."""
 
+import codecs
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,18 @@ def test_bad_utf8_is_a_line_error(tmp_path: Path, engine: Engine) -> None:
     assert result.exit_code == 1
     assert f"{path}:2: not UTF-8 text" in result.stderr
     assert count_rows(engine)["labels"] == 0
+
+
+def test_a_byte_order_mark_at_the_start_is_no_error(tmp_path: Path, engine: Engine) -> None:
+    lines = good_lines(2)
+    path = tmp_path / "labels.jsonl"
+    path.write_bytes(codecs.BOM_UTF8 + "".join(lines).encode())
+    result = runner.invoke(cli, ["import", "prm800k", str(path)])
+    assert result.exit_code == 0, result.stderr
+    assert count_rows(engine)["labels"] == 2
+    out = tmp_path / "export.jsonl"
+    assert runner.invoke(cli, ["export", "-o", str(out)]).exit_code == 0
+    assert sorted(out.read_text().splitlines(keepends=True)) == sorted(lines)
 
 
 def test_error_in_second_file_writes_nothing_from_the_first(tmp_path: Path, engine: Engine) -> None:
