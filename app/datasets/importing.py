@@ -47,11 +47,18 @@ class ImportSummary:
     already_present: int = 0
     invalid: int = 0
     created: dict[str, int] = field(default_factory=dict)
+    external_ids_not_kept: int = 0
+    """Lines whose solution was stored under another external id, which it keeps."""
 
     def describe(self) -> str:
         if not self.lines:  # an empty upload is a mistake more often than not: say so
             return f"no lines read: the file is empty, no {self.kind} added"
         extra = ", ".join(f"{count} new {name}" for name, count in self.created.items() if count)
+        if self.external_ids_not_kept:
+            extra += (", " if extra else "") + (
+                f"{self.external_ids_not_kept} external ids not kept: their solution is "
+                "stored under another"
+            )
         text = (
             f"{self.lines} lines read: {self.added} {self.kind} added, "
             f"{self.already_present} already present, {self.invalid} invalid skipped"
@@ -187,6 +194,7 @@ def import_prm800k(
         summary.added += len(rows)
 
     _run(lines, parse, write, summary, skip_invalid, on_invalid)
+    summary.external_ids_not_kept = store.external_ids_not_kept
     tables = [PROBLEMS, SOLUTIONS, USERS, LABELS, LABEL_STEPS, STEP_COMPLETIONS]
     analyze(session, tables, summary.added)
     return summary
@@ -434,6 +442,7 @@ def import_solutions(
 
     _run(lines, parse, write, summary, skip_invalid, on_invalid)
     summary.created = {"problems": store.created["problems"]}
+    summary.external_ids_not_kept = store.external_ids_not_kept
     return summary
 
 

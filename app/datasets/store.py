@@ -93,6 +93,9 @@ class Store:
         default_factory=lambda: {"problems": 0, "solutions": 0, "users": 0}
     )
     _problem_by_text_answer: dict[tuple[str, str | None], int] = field(default_factory=dict)
+    external_ids_not_kept: int = 0
+    """Solutions whose line's external id (``source_id``) was dropped: the same solution was
+    stored already, or earlier in the import, under another id, which it keeps."""
 
     def problem_ids(self, specs: Sequence[ProblemSpec]) -> list[int]:
         ids: dict[int, int] = {}
@@ -239,14 +242,19 @@ class Store:
 
     def solution_ids(self, specs: Sequence[SolutionSpec]) -> list[int]:
         wanted = {spec.content_key for spec in specs}
-        found = dict(
-            self.session.execute(
-                select(SOLUTIONS.c.content_key, SOLUTIONS.c.id).where(
-                    SOLUTIONS.c.content_key.in_(wanted)
-                )
-            ).all()
-        )
+        found, kept_ids = {}, {}
+        for key, id_, source_id in self.session.execute(
+            select(SOLUTIONS.c.content_key, SOLUTIONS.c.id, SOLUTIONS.c.source_id).where(
+                SOLUTIONS.c.content_key.in_(wanted)
+            )
+        ):
+            found[key], kept_ids[key] = id_, source_id
         new = _first_by_key(spec for spec in specs if spec.content_key not in found)
+        kept_ids |= {key: spec.source_id for key, spec in new.items()}
+        self.external_ids_not_kept += sum(
+            spec.source_id is not None and spec.source_id != kept_ids[spec.content_key]
+            for spec in specs
+        )
         questions = self._question_texts(new.values())
         rows = [
             {

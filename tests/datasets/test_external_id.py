@@ -64,6 +64,32 @@ def test_import_reads_the_side_field_back(session: Session) -> None:
     ]
 
 
+def test_a_solution_stored_under_another_id_keeps_it_and_the_summary_says_so(
+    session: Session,
+) -> None:
+    """Samples of one problem are often the same text: the first line's id stays with the
+    solution, and the summary counts the ids that could not be kept, none silently."""
+    same = {"problem": "What is 2+2?", "steps": ["4"]}
+    first = import_solutions(
+        session,
+        read_jsonl(
+            "a.jsonl", _lines({**same, "external_id": "s-1"}, {**same, "external_id": "s-2"})
+        ),
+    )
+    again = import_solutions(
+        session,
+        read_jsonl(
+            "b.jsonl", _lines({**same, "external_id": "s-1"}, {**same, "external_id": "s-3"}, same)
+        ),
+    )
+    assert session.scalars(select(Solution.source_id)).all() == ["s-1"]
+    assert (first.external_ids_not_kept, again.external_ids_not_kept) == (1, 1)
+    assert first.describe() == (
+        "2 lines read: 1 solutions added, 1 already present, 0 invalid skipped (1 new problems, "
+        "1 external ids not kept: their solution is stored under another)"
+    )
+
+
 def test_two_different_ids_for_one_solution_are_refused(session: Session) -> None:
     line = {"problem": "What is 1+1?", "steps": ["2"], "id": "a", "external_id": "b"}
     with pytest.raises(ImportLineError, match="'id' and 'external_id' differ"):
