@@ -28,7 +28,9 @@ class PullOptions(BaseModel):
     since: Text | None = Field(
         None, max_length=64, description="The cursor the last pull gave: only newer labels."
     )
-    generation: list[Generation] = Field([], description="Only these generations.")
+    generation: list[Generation | Literal["none"]] = Field(
+        [], description="Only these generations; `none`: labels without one (phase 1)."
+    )
     labeler: list[Text] = Field([], description="Only these labelers, by UUID or name.")
     consensus: bool = Field(False, description="One consensus label per solution.")
     include_qc: bool = Field(True, description="Quality-control labels.")

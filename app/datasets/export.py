@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from sqlalchemy import ColumnElement, Engine, Select, Text, case, cast, func, or_, select
+from sqlalchemy import ColumnElement, Engine, Select, Text, case, cast, false, func, or_, select
 from sqlalchemy.orm import Session
 
 from app import prm800k
@@ -49,7 +49,8 @@ COMPLETIONS = StepCompletion.__table__.c
 class ExportFilter:
     """Which labels to export; empty lists mean "all"."""
 
-    generations: Sequence[int] = ()
+    generations: Sequence[int | None] = ()
+    """None among them: the labels without a generation (phase 1's)."""
     since: datetime | None = None
     """Labels made at or after this time: UTC where it has no offset (as the labels'
     timestamps are), converted to UTC where it has one."""
@@ -72,7 +73,9 @@ class ExportFilter:
         if self.window is not None:
             conditions.append(self.window.condition())
         if self.generations:
-            conditions.append(LABELS.generation.in_(self.generations))
+            numbered = LABELS.generation.in_([g for g in self.generations if g is not None])
+            unnumbered = LABELS.generation.is_(None) if None in self.generations else false()
+            conditions.append(or_(numbered, unnumbered))
         if self.since is not None:
             since = self.since
             if since.tzinfo is not None:

@@ -66,7 +66,7 @@ def plan_pull(session: Session, options: PullOptions) -> Pull:
     except ValueError as error:
         raise PullError(str(error)) from None
     label_filter = ExportFilter(
-        generations=options.generation,
+        generations=[g if isinstance(g, int) else None for g in options.generation],
         labelers=options.labeler,
         include_quality_control=options.include_qc,
         include_screening=options.include_screening,

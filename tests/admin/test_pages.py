@@ -1,5 +1,6 @@
 """The dashboard's pages over HTTP: what they show, their htmx fragments, the JSON twins."""
 
+import json
 import re
 from datetime import timedelta
 
@@ -191,3 +192,29 @@ def test_qc_page_counts_answers_until_a_verdict(admin: Admin, engine: Engine) ->
     assert page.count('<span class="verdict none">1 of 3 answers</span>') == 2  # ann and eve
     assert 'name="qc_min_answers" value="3"' in page
     assert "No labeler with 3 or more answers is below the threshold" in page
+
+
+def test_the_export_page_offers_the_labels_without_a_generation(
+    admin: Admin, engine: Engine
+) -> None:
+    """Phase 1's labels have no generation: the Export page offers them as "none", as the
+    Progress and Agreement pages do, and the download takes it beside numbers."""
+    with Session(engine) as session:
+        labeler = make_user(session, "lab")
+        for generation in (None, 0, 1):
+            make_label(session, labeler, make_solution(session, generation=generation), [[1]])
+        session.commit()
+    page = admin.client.get("/admin/export").text
+    assert '<option value="none">none (phase 1)</option>' in page
+
+    def generations(*chosen: str) -> list[int | None]:
+        download = admin.client.get("/admin/export/download", params={"generation": chosen})
+        assert download.status_code == 200, download.text
+        return sorted(
+            (json.loads(line)["generation"] for line in download.text.splitlines()),
+            key=lambda g: -1 if g is None else g,
+        )
+
+    assert generations("none") == [None]
+    assert generations("none", "1") == [None, 1]
+    assert generations() == [None, 0, 1]

@@ -28,16 +28,15 @@ def export_page(request: Request, session: DbSession) -> HTMLResponse:
 
 
 def _context(session: Session) -> dict[str, Any]:
-    generations = session.scalars(
-        select(Label.generation).where(Label.generation.is_not(None)).distinct()
-    ).all()
+    generations = session.scalars(select(Label.generation).distinct()).all()
     labelers = session.scalars(
         select(User.name).where(User.id.in_(select(Label.labeler_id))).order_by(User.name)
     ).all()
     return {
         "section": "export",
         "formats": FORMAT_TITLES,
-        "generations": sorted(generations),
+        "generations": sorted(g for g in generations if g is not None),
+        "unnumbered": None in generations,
         "labelers": labelers,
     }
 
