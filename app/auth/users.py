@@ -49,7 +49,11 @@ def create_user(
         (n for n in session.scalars(select(User.name)) if n.casefold() == name.casefold()), None
     )
     if taken is not None:
-        same = "" if taken == name else f" (as {taken!r}: names differ by more than case)"
+        same = (
+            ""
+            if taken == name
+            else f" (as {taken!r}: two names must differ in more than letter case)"
+        )
         raise ValueError(f"a user named {name!r} already exists{same}")
     user = User(
         name=name,

@@ -63,7 +63,10 @@ def test_create_a_user_refuses_bad_input_and_writes_nothing(admin: Admin, engine
         ({"name": "   "}, "give the user a name"),
         ({"name": "x" * 121}, "at most 120 characters"),
         ({"name": "root"}, "a user named &#39;root&#39; already exists"),
-        ({"name": "Root"}, "already exists (as &#39;root&#39;: names differ by more than case)"),
+        (
+            {"name": "Root"},
+            "already exists (as &#39;root&#39;: two names must differ in more than letter case)",
+        ),
         ({"name": "zoe \u202eevil"}, "must not hold control or invisible characters (U+202E)"),
         ({"name": "tab\tname"}, "(U+0009)"),
         ({"name": "soft\u00adhyphen"}, "(U+00AD)"),
