@@ -3,7 +3,7 @@
 import time
 from typing import Annotated, Any
 
-from pydantic import TypeAdapter
+from pydantic import ConfigDict, TypeAdapter
 from sqlalchemy import Connection, select
 from sqlalchemy.orm import Session
 
@@ -19,7 +19,9 @@ def parse_runtime_value(key: str, text: str) -> Any:
     as its environment variable; raises pydantic's ValidationError otherwise."""
     field = Settings.model_fields[key]
     annotated: Any = Annotated[field.annotation, *field.metadata]
-    return TypeAdapter(annotated).validate_python(text.strip())
+    # As Settings (allow_inf_nan=False): "nan" is no number, not one "greater than 1".
+    config = ConfigDict(allow_inf_nan=False)
+    return TypeAdapter(annotated, config=config).validate_python(text.strip())
 
 
 def get_value(session: Session, key: str, default: Any = None) -> Any:
