@@ -435,6 +435,7 @@
         });
       });
     });
+    task.section.addEventListener("click", letGoOfMouseFocus);
     var actions = task.section.querySelector(".task-footer");
     actions.querySelector('[data-action="submit"]').addEventListener("click", submitComplete);
     actions.querySelector('[data-action="bad_problem"]').addEventListener("click", function () { askReason("bad_problem"); });
@@ -728,12 +729,24 @@
     return element.tagName === "TEXTAREA" || element.tagName === "INPUT" || element.isContentEditable;
   }
 
-  // Enter on a focused link or action button presses it, as it should everywhere; but not
-  // a button left focused inside a dialog that just closed (it is no longer on screen).
+  // Enter on a focused link or button presses it, as it should everywhere, a rating or
+  // Unsure button too (a rating or Unsure button clicked with the mouse lets the focus go:
+  // see letGoOfMouseFocus); but not a button left focused inside a dialog that just closed
+  // (it is no longer on screen).
   function activatesFocused(event) {
     if (event.key !== "Enter" || !event.target || !event.target.closest) return false;
-    var control = event.target.closest("a, button:not([data-rating]):not([data-action='flag'])");
+    var control = event.target.closest("a, button");
     return !!control && !control.closest("dialog:not([open])") && control.offsetParent !== null;
+  }
+
+  // A rating or Unsure button clicked with the mouse gives the focus back to the page, so
+  // that Enter then submits, as after a key, instead of pressing the button again. One
+  // reached with Tab keeps it, for Enter or Space to press. Told apart by the click's count
+  // (0 for a click that Enter or Space made), not by :focus-visible, which Chromium turns on
+  // for a mouse-focused button at the first key pressed: the very Enter asked about.
+  function letGoOfMouseFocus(event) {
+    var button = event.target.closest && event.target.closest("[data-rating], [data-action='flag']");
+    if (button && event.detail > 0) button.blur();
   }
 
   document.addEventListener("keydown", function (event) {
@@ -761,7 +774,6 @@
       if (choiceStep() === -1) setStatus("Rate the candidates of step 1 first.");
       else writeOwn(choiceStep());
     } else if (event.key === "Enter") {
-      if (event.target && event.target.tagName === "BUTTON" && event.target.dataset.rating) event.preventDefault();
       submitComplete();
     } else if (event.key === "b") {
       askReason("bad_problem");

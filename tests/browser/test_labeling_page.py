@@ -384,6 +384,38 @@ def test_enter_on_a_focused_button_presses_it(
     expect(page.locator("#task .reason-dialog")).to_be_visible(timeout=1000)
 
 
+def test_enter_and_space_on_a_focused_rating_or_unsure_button_press_it(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    """A keyboard user on a rating or Unsure button presses it with Enter or Space, even
+    once the task is complete; after a click with the mouse, Enter submits."""
+    queue(live_app.engine, TWO_STEPS)
+    log_in(page, labeler)
+    wait_for_task(page, 2)
+    press(page, "33")
+    expect(status(page)).to_have_text("All steps rated. Press Enter to submit.")
+
+    step(page, 1).get_by_role("button", name="negative").focus()
+    page.keyboard.press("Enter")
+    expect(status(page)).to_have_text("Error found at step 1. Press Enter to submit.")
+    expect(pressed(step(page, 1))).to_have_attribute("aria-label", "negative")
+    flag(step(page, 1)).focus()
+    page.keyboard.press("Enter")
+    expect(flag(step(page, 1))).to_have_attribute("aria-pressed", "true")
+    page.keyboard.press(" ")
+    expect(flag(step(page, 1))).to_have_attribute("aria-pressed", "false")
+    assert labels_of(live_app.engine, labeler) == []
+
+    step(page, 1).get_by_role("button", name="positive").click()
+    expect(status(page)).to_have_text("All steps rated. Press Enter to submit.")
+    with task_swap(page):
+        page.keyboard.press("Enter")
+    expect_queue_empty(page)
+    [label] = labels_of(live_app.engine, labeler)
+    assert ratings(label) == [[1], [1]]
+    assert [s.completions[0].flagged for s in label.steps] == [None, None]
+
+
 def take_over(live_app: LiveApp, labeler: Labeler, task: str) -> None:
     """The lease ran out while the page stayed open, and another labeler took the task."""
     other = add_labeler(live_app.engine, f"{labeler.name}-other")
