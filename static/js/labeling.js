@@ -11,7 +11,10 @@
 (function () {
   "use strict";
 
-  var HEARTBEAT_MS = 5 * 60 * 1000;
+  // The lease is kept by a beat every third of its length (data-lease-minutes, the server's
+  // setting: 1 minute and up), so that one beat lost to a network hiccup still leaves time
+  // for the next; never more often than the floor, whatever the page says.
+  var HEARTBEAT_FLOOR_MS = 20 * 1000;
   var task = null; // the state of the task on the page
   var footerWatch = null; // keeps the page's scroll padding the sticky footer's height
 
@@ -57,7 +60,7 @@
     restoreHumanSteps();
     wireButtons();
     task.padForFooter = padForFooter(section.querySelector(".task-footer"));
-    task.heartbeat = setInterval(heartbeat, HEARTBEAT_MS);
+    task.heartbeat = setInterval(heartbeat, heartbeatMs(section));
     if (window.steplabelRenderMath) window.steplabelRenderMath(section);
     render();
   }
@@ -654,6 +657,13 @@
       window.scrollTo(0, 0);
       init(document.getElementById("task"));
     });
+  }
+
+  function heartbeatMs(section) {
+    // `|| 0`: a missing attribute beats at the floor rather than make the interval NaN,
+    // which setInterval takes as 0, a beat at every turn of the event loop.
+    var leaseMs = (Number(section.dataset.leaseMinutes) || 0) * 60 * 1000;
+    return Math.max(HEARTBEAT_FLOOR_MS, Math.round(leaseMs / 3));
   }
 
   function heartbeat() {

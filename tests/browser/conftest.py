@@ -69,10 +69,18 @@ def server_module() -> str:
 
 
 @pytest.fixture(scope="module")
+def server_settings() -> dict[str, str]:
+    """STEPLABEL_* variables the server runs with besides the tests' own; a module may
+    override it."""
+    return {}
+
+
+@pytest.fixture(scope="module")
 def live_app(
     browser: Browser,
     database_factory: DatabaseFactory,
     server_module: str,
+    server_settings: dict[str, str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[LiveApp]:
     """The app served on a fresh database, for the module's tests."""
@@ -80,7 +88,7 @@ def live_app(
     engine = make_engine(database_url)
     try:
         workdir = tmp_path_factory.mktemp("server")  # no .env or key file from the checkout
-        with running_server(database_url, workdir, server_module) as url:
+        with running_server(database_url, workdir, server_module, server_settings) as url:
             yield LiveApp(url=url, engine=engine)
     finally:
         engine.dispose()

@@ -8,7 +8,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,9 +59,14 @@ class SolutionSpec:
 
 
 @contextmanager
-def running_server(database_url: str, workdir: Path, module: str = "uvicorn") -> Iterator[str]:
+def running_server(
+    database_url: str,
+    workdir: Path,
+    module: str = "uvicorn",
+    settings: Mapping[str, str] | None = None,
+) -> Iterator[str]:
     """``python -m module`` (uvicorn's command line) serving app.main on a free loopback
-    port, in a subprocess; yields its URL."""
+    port, in a subprocess; yields its URL. ``settings``: more STEPLABEL_* variables."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     # Only this test's settings: nothing from the caller's STEPLABEL_* or a .env file.
@@ -72,6 +77,7 @@ def running_server(database_url: str, workdir: Path, module: str = "uvicorn") ->
         "STEPLABEL_QC_RATE": "0",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
+    env |= settings or {}
     command = [sys.executable, "-m", module, "app.main:app"]
     command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     log = workdir / "server.log"

@@ -456,7 +456,7 @@ def test_a_heartbeat_after_a_take_over_says_the_task_is_no_longer_theirs(
     log_in(page, labeler)
     take_over(live_app, labeler, wait_for_task(page, 2))
 
-    page.clock.fast_forward("05:01")  # past the page's heartbeat, every 5 minutes
+    page.clock.fast_forward("10:01")  # past the first heartbeat: a third of the 30-minute lease
     expect(status(page)).to_have_text("This task is no longer yours. Reload for the next one.")
 
 
