@@ -50,6 +50,9 @@ class TaskView:
     steps: list[str]
     alternatives: list[list[str]]
     style: str
+    leased_at: datetime
+    """When the labeler took the task: with their id, it tells the page's drafts of one
+    holder of the task from another's (a take-over moves the row to a new labeler)."""
     expires_at: datetime
 
 
@@ -66,6 +69,7 @@ def task_view(connection: Connection, lease: Lease) -> TaskView:
         steps=steps,
         alternatives=alternatives[: len(steps)],
         style=content.style,
+        leased_at=lease.leased_at,
         expires_at=lease.expires_at,
     )
 

@@ -40,6 +40,23 @@
     box.textContent = errorText(event.detail.xhr);
   });
 
+  // Logging out forgets the labeling page's drafts (static/js/labeling.js, draftKey): the
+  // ratings and time of a task not yet sent stay nowhere for the next user of this browser.
+  document.addEventListener("submit", function (event) {
+    if (!event.target.matches || !event.target.matches("form.logout")) {
+      return;
+    }
+    try {
+      Object.keys(localStorage).forEach(function (key) {
+        if (key.indexOf("steplabel:task:") === 0) {
+          localStorage.removeItem(key);
+        }
+      });
+    } catch (ignored) {
+      // Storage disabled: nothing was kept either.
+    }
+  });
+
   function errorText(xhr) {
     if (xhr.status === 503) {
       // The database is restarting or failing over (app/main.py): the request changed nothing.

@@ -700,8 +700,13 @@
     }
   });
 
+  // One labeler's draft of one lease of the task: a take-over of an expired lease hands the
+  // same assignment to another labeler, who must not find the ratings and the time of the
+  // one before in a browser they share. (static/js/htmx-setup.js forgets every
+  // "steplabel:task:" draft at logout.)
   function draftKey() {
-    return "steplabel:task:" + task.id;
+    return "steplabel:task:" + task.id + ":" + task.section.dataset.labelerId + ":" +
+      task.section.dataset.leasedAt;
   }
 
   function saveDraft() {
@@ -795,6 +800,12 @@
       return;
     }
     event.preventDefault();
+  });
+
+  // Logging out (static/js/htmx-setup.js forgets the drafts then) ends the task here too:
+  // the page, hidden as it unloads, would save its draft again.
+  document.addEventListener("submit", function (event) {
+    if (event.target.matches && event.target.matches("form.logout")) init(null);
   });
 
   document.addEventListener("DOMContentLoaded", function () {

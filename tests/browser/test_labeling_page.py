@@ -7,13 +7,14 @@ test exports the database as PRM800K and finds exactly the labels the others mad
 import io
 import json
 import re
+from datetime import timedelta
 
 import pytest
 from playwright.sync_api import Page, Request, Route, expect
 from sqlalchemy.orm import Session
 
 from app.datasets.export import ExportFilter, iter_records, write_export
-from app.models import Assignment
+from app.models import Assignment, utc_now
 from tests.browser.live import (
     ROOT,
     SUBMIT_PATH,
@@ -296,6 +297,21 @@ def test_double_enter_and_a_second_submit_store_one_label(
     assert ratings(label) == [[1], [1]]
 
 
+def draft_key_of(page: Page) -> str:
+    """Where the page keeps its task's draft: the task, its labeler and their lease's start."""
+    section = task_section(page)
+    parts = ("data-task-id", "data-labeler-id", "data-leased-at")
+    return "steplabel:task:" + ":".join(section.get_attribute(name) or "" for name in parts)
+
+
+def drafts(page: Page) -> list[str]:
+    """The keys of the drafts in the page's localStorage."""
+    keys: list[str] = page.evaluate(
+        "Object.keys(localStorage).filter(key => key.startsWith('steplabel:task:'))"
+    )
+    return keys
+
+
 def test_reload_keeps_the_draft_and_the_task(
     live_app: LiveApp, labeler: Labeler, page: Page
 ) -> None:
@@ -304,7 +320,7 @@ def test_reload_keeps_the_draft_and_the_task(
     task = wait_for_task(page, 3)
     press(page, "32f")
     expect(status(page)).to_have_text("Rate step 3 of 3.")
-    draft_key = f"steplabel:task:{task}"
+    draft_key = draft_key_of(page)
     draft = json.loads(page.evaluate("key => localStorage.getItem(key)", draft_key))
     assert (draft["ratings"], draft["flags"]) == ([1, 0, None], [False, False, True])
 
@@ -416,14 +432,18 @@ def test_enter_and_space_on_a_focused_rating_or_unsure_button_press_it(
     assert [s.completions[0].flagged for s in label.steps] == [None, None]
 
 
-def take_over(live_app: LiveApp, labeler: Labeler, task: str) -> None:
-    """The lease ran out while the page stayed open, and another labeler took the task."""
+def take_over(live_app: LiveApp, labeler: Labeler, task: str) -> Labeler:
+    """The lease ran out while the page stayed open, and another labeler took the task, as
+    the queue hands it over: the same row, theirs from now. Returns the other labeler."""
     other = add_labeler(live_app.engine, f"{labeler.name}-other")
     with Session(live_app.engine) as session:
         assignment = session.get(Assignment, int(task))
         assert assignment is not None
+        now = utc_now()
         assignment.labeler_id = other.id
+        assignment.leased_at, assignment.expires_at = now, now + timedelta(minutes=30)
         session.commit()
+    return other
 
 
 def test_a_task_taken_over_meanwhile_is_left_with_a_message(
@@ -458,6 +478,32 @@ def test_a_heartbeat_after_a_take_over_says_the_task_is_no_longer_theirs(
 
     page.clock.fast_forward("10:01")  # past the first heartbeat: a third of the 30-minute lease
     expect(status(page)).to_have_text("This task is no longer yours. Reload for the next one.")
+
+
+def test_a_labeler_taking_over_a_task_in_the_same_browser_starts_afresh(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    """A shared browser: the task's first holder left it rated in part and their session
+    ended; the labeler who took the task over finds none of their ratings, and logging
+    out leaves no draft behind for the next user."""
+    queue(live_app.engine, TWO_STEPS)
+    log_in(page, labeler)
+    task = wait_for_task(page, 2)
+    page.keyboard.press("1")
+    expect(status(page)).to_have_text("Error found at step 1. Press Enter to submit.")
+    assert len(drafts(page)) == 1
+
+    other = take_over(live_app, labeler, task)
+    page.context.clear_cookies()
+    log_in(page, other)
+    assert wait_for_task(page, 2) == task
+    expect(pressed(step(page, 1))).to_have_count(0)
+    page.keyboard.press("3")
+    expect(status(page)).to_have_text("Rate step 2 of 2.")
+
+    page.get_by_role("button", name="Log out").click()
+    expect(page).to_have_url(re.compile(r"/login$"))
+    assert drafts(page) == []
 
 
 def test_f_flags_the_focused_step(live_app: LiveApp, labeler: Labeler, page: Page) -> None:
