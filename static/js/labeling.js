@@ -602,10 +602,7 @@
       .then(function (result) {
         if (!result) return;
         if (result.status === 404 || result.status === 409) {
-          // Not this labeler's any more: nothing to retry, so on to the next task.
-          localStorage.removeItem(draftKey());
-          loadNext("This task is no longer yours: its lease ran out and it went to another " +
-            "labeler, so these ratings were not saved. Here is your next task.", true);
+          leaveLostTask();
           return;
         }
         if (!result.ok) throw new Error(detail(result.data));
@@ -624,6 +621,15 @@
           setStatus(text, true);
         }
       });
+  }
+
+  // Not this labeler's any more: nothing to send or retry, so on to the next task, with a
+  // warning that stays above it (a status line of this task would go with the next key).
+  function leaveLostTask() {
+    localStorage.removeItem(draftKey());
+    task.sending = true; // no more ratings or submits on it while the next task loads
+    loadNext("This task is no longer yours: its lease ran out and it went to another " +
+      "labeler, so these ratings were not saved. Here is your next task.", true);
   }
 
   function detail(data) {
@@ -676,10 +682,9 @@
     }).then(function (response) {
       // 409: finished or taken over; 404: the lease ran out and the task went to another
       // labeler (the server tells that apart from "never yours" no better than submit does).
+      // A submit in flight says itself what became of the task.
       var gone = response.status === 404 || response.status === 409;
-      if (gone && task && task.section === section) {
-        setStatus("This task is no longer yours. Reload for the next one.", true);
-      }
+      if (gone && task && task.section === section && !task.sending) leaveLostTask();
     }).catch(function () { /* offline: the next beat tries again */ });
   }
 

@@ -466,18 +466,30 @@ def test_a_task_taken_over_meanwhile_is_left_with_a_message(
     assert labels_of(live_app.engine, labeler) == []
 
 
-def test_a_heartbeat_after_a_take_over_says_the_task_is_no_longer_theirs(
+def test_a_heartbeat_after_a_take_over_leaves_the_task_with_a_message(
     live_app: LiveApp, labeler: Labeler, page: Page
 ) -> None:
     """A tab left open past its lease: the next heartbeat finds the task another labeler's
-    (404) and says so, before any rating is sent."""
-    queue(live_app.engine, TWO_STEPS)
+    (404), and the page leaves it for the next one, with the warning a submit would give,
+    which stays (a status line went at the next key, and the task could still be rated)."""
+    queue(live_app.engine, TWO_STEPS, THREE_STEPS)
     page.clock.install()
     log_in(page, labeler)
-    take_over(live_app, labeler, wait_for_task(page, 2))
+    task = wait_for_task(page, 2)
+    page.keyboard.press("3")
+    take_over(live_app, labeler, task)
 
-    page.clock.fast_forward("10:01")  # past the first heartbeat: a third of the 30-minute lease
-    expect(status(page)).to_have_text("This task is no longer yours. Reload for the next one.")
+    with task_swap(page):
+        page.clock.fast_forward("10:01")  # past the first heartbeat: a third of the 30-minute lease
+    flash = page.locator(".flash")
+    expect(flash).to_have_text(
+        "This task is no longer yours: its lease ran out and it went to another labeler, so"
+        " these ratings were not saved. Here is your next task."
+    )
+    expect(flash).to_have_class(re.compile(r"\bwarning\b"))
+    wait_for_task(page, 3)
+    assert drafts(page) == []
+    assert labels_of(live_app.engine, labeler) == []
 
 
 def test_a_labeler_taking_over_a_task_in_the_same_browser_starts_afresh(
