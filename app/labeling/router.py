@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from app.auth.sessions import CurrentUser, LoggedIn
+from app.auth.sessions import CurrentUser, LoggedIn, login_of
 from app.core.config import get_settings
 from app.core.csrf import check_csrf
 from app.core.db import DbSession, in_database_thread
@@ -22,7 +22,14 @@ from app.models import utc_now
 from app.project_settings import runtime_settings
 from app.templating import render, wants_fragment
 
-router = APIRouter(dependencies=[Depends(check_csrf)], route_class=StrictJsonRoute)
+# The login first, as the admin routers do: a request whose session has ended (logged out
+# in another tab, the cookie gone) has no CSRF token left either, and must get the 401 that
+# sends the page to the login form (keeping its draft), not the CSRF check's 403, "reload
+# the page", which reloads onto the login form and loses the submit. A logged-in request
+# with a wrong token still gets the 403. No database work: ``login_of`` reads the cookie.
+router = APIRouter(
+    dependencies=[Depends(login_of), Depends(check_csrf)], route_class=StrictJsonRoute
+)
 
 # The three labeling requests below come with every task a labeler does: each runs its
 # service's whole unit of work in one database thread (app/labeling/service.py).

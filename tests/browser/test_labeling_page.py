@@ -33,10 +33,12 @@ from tests.browser.pages import (
     pressed,
     status,
     step,
+    submit_login,
     task_section,
     task_swap,
     wait_for_task,
 )
+from tests.factories import PASSWORD
 from tests.outage import block_database, unblock_database
 
 THREE_STEPS = SolutionSpec(
@@ -516,6 +518,30 @@ def test_a_labeler_taking_over_a_task_in_the_same_browser_starts_afresh(
     page.get_by_role("button", name="Log out").click()
     expect(page).to_have_url(re.compile(r"/login$"))
     assert drafts(page) == []
+
+
+def test_a_submit_after_the_session_ended_goes_to_the_login_and_keeps_the_ratings(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    """The session cookie gone (expired, or logged out elsewhere): Enter leads to the login
+    form, and back to the task rated as it was, to submit again."""
+    queue(live_app.engine, TWO_STEPS)
+    log_in(page, labeler)
+    task = wait_for_task(page, 2)
+    press(page, "31")
+    expect(status(page)).to_have_text("Error found at step 2. Press Enter to submit.")
+
+    page.context.clear_cookies()
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"/login\?next=/label/next$"))
+    submit_login(page, labeler.name, PASSWORD)
+    expect(status(page)).to_have_text("Error found at step 2. Press Enter to submit.")
+    expect(task_section(page)).to_have_attribute("data-task-id", task)
+    with task_swap(page):
+        page.keyboard.press("Enter")
+    expect_queue_empty(page)
+    [label] = labels_of(live_app.engine, labeler)
+    assert ratings(label) == [[1], [-1]]
 
 
 def test_f_flags_the_focused_step(live_app: LiveApp, labeler: Labeler, page: Page) -> None:

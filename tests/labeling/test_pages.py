@@ -60,7 +60,7 @@ def test_logged_out_pages_redirect_and_the_api_answers_401(app_client: TestClien
     fragment = app_client.get("/label/next", headers={"HX-Request": "true"})
     assert fragment.headers["HX-Redirect"].startswith("/login")
     api = app_client.post("/api/tasks/1/label", json=SOLVED)
-    assert api.status_code in (401, 403)
+    assert api.status_code == 401
 
 
 def test_a_labeler_cannot_open_admin_pages(app_client: TestClient, engine: Engine) -> None:
@@ -106,6 +106,22 @@ def test_state_changes_need_the_csrf_token(
     with TestClient(create_app()) as other:
         login = other.post("/login", data={"name": "alice", "password": "x"})
         assert login.status_code == 403
+
+
+def test_a_request_after_the_login_ended_answers_401_not_the_csrf_403(
+    app_client: TestClient, engine: Engine, queued: list[int]
+) -> None:
+    """Logged out in another tab: the open page's submit and heartbeat, with the token it
+    was given, are told to log in (401), not that the form expired (403)."""
+    token = labeler(app_client, engine)
+    task = task_id(app_client.get("/label/next").text)
+    headers = {"X-CSRF-Token": token}
+    assert app_client.post("/logout", data={"csrf_token": token}).status_code == 200
+    submit = app_client.post(f"/api/tasks/{task}/label", json=SOLVED, headers=headers)
+    assert (submit.status_code, submit.json()) == (401, {"detail": "Please log in."})
+    assert app_client.post(f"/api/tasks/{task}/heartbeat", headers=headers).status_code == 401
+    with Session(engine) as session:
+        assert session.scalar(select(func.count()).select_from(Label)) == 0
 
 
 def test_submit_is_idempotent_and_rules_answer_422(
