@@ -305,7 +305,11 @@ class Store:
         return texts
 
     def labeler_ids(self, uuids: Sequence[str]) -> list[int]:
-        """User ids for labeler UUIDs; unknown labelers become inactive users."""
+        """User ids for labeler UUIDs; unknown labelers become inactive users.
+
+        A UUID's hex digits name the same labeler in either case (RFC 9562): matched and kept
+        in lowercase, as the app makes them, lest one labeler become two who agree."""
+        uuids = [uuid.lower() for uuid in uuids]
         wanted = set(uuids)
         found = dict(
             self.session.execute(

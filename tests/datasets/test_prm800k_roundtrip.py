@@ -47,6 +47,19 @@ def test_real_lines_round_trip_byte_for_byte(session: Session, shared_data: Path
     assert export_text(session) == original
 
 
+def test_a_labeler_uuid_in_capitals_is_the_same_labeler(
+    session: Session, shared_data: Path
+) -> None:
+    """One labeler written in both cases is one user (else agreement would pair them as
+    two), whose UUID exports in lowercase, as PRM800K writes them."""
+    first, second = (shared_data / "prm800k_raw_samples.jsonl").read_text().splitlines()[:2]
+    labeler = json.loads(first)["labeler"]
+    capitals = prm800k.dumps(json.loads(second) | {"labeler": labeler.upper()})
+    import_text(session, first + "\n" + capitals + "\n")
+    assert session.scalars(select(User.uuid)).all() == [labeler]
+    assert export_text(session).splitlines() == [first, capitals.replace(labeler.upper(), labeler)]
+
+
 def give_up_line(shared_data: Path) -> str:
     """Issue 16's case: a real phase-1 label, given up at a step with null completions."""
     lines = (shared_data / "prm800k_raw_samples.jsonl").read_text().splitlines()
