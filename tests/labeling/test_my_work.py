@@ -199,6 +199,24 @@ def test_quality_control_answers_show_against_the_key(alice: TestClient, world: 
     assert "You ended it as found error;\n    the key as found error." in review.text
 
 
+def test_an_answer_rating_no_step_says_so(engine: Engine) -> None:
+    with Session(engine) as session:
+        alice, admin = make_user(session, "alice"), make_user(session, "admin", role=Role.ADMIN)
+        question = make_solution(session, STEPS)
+        mark_quality_control(
+            session, question.id, make_rated_label(session, admin, question, [1]).id
+        )
+        make_rated_label(
+            session, alice, question, [], finish_reason="bad_problem", is_quality_control=True
+        )
+        session.commit()
+    with TestClient(create_app()) as client:
+        log_in(client, "alice")
+        page = client.get("/me").text
+    assert cells(page, "Quality control")[0][3] == "no rating compared"
+    assert "(0 of 0 ratings)" not in page
+
+
 def test_a_labeler_sees_only_their_own_work(alice: TestClient, world: World) -> None:
     page = alice.get("/me").text
     # The CSRF token is random letters: "bob" turned up in one.
