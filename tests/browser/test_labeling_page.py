@@ -181,7 +181,7 @@ def test_flag_undo_and_keys_dialog(live_app: LiveApp, labeler: Labeler, page: Pa
     expect(pressed(step(page, 1))).to_have_attribute("aria-label", "positive")
     expect(flag).to_have_attribute("aria-pressed", "true")
 
-    keys = page.locator("#task .keys-dialog")
+    keys = page.get_by_role("dialog", name="Keys")
     expect(keys).to_be_hidden()
     page.keyboard.press("?")
     expect(keys).to_be_visible()
@@ -206,13 +206,14 @@ def test_flag_undo_and_keys_dialog(live_app: LiveApp, labeler: Labeler, page: Pa
 def finish_with_reason(page: Page, button: str, title: str, note: str) -> None:
     """Click Bad problem or Give up; its dialog submits only once it has a reason."""
     page.get_by_role("button", name=button).click()
-    dialog = page.locator("#task .reason-dialog")
+    # Found by their accessible names: the dialog and its box are named by the question.
+    dialog = page.get_by_role("dialog", name=title)
     expect(dialog).to_be_visible()
     expect(dialog.get_by_role("heading")).to_have_text(title)
     confirm = dialog.get_by_role("button", name="Submit")
     confirm.click()
     expect(dialog).to_be_visible()
-    note_box = dialog.get_by_role("textbox")
+    note_box = dialog.get_by_role("textbox", name=title)
     assert note_box.evaluate("box => box.validity.valueMissing") is True
     note_box.fill(note)
     with task_swap(page):
