@@ -207,21 +207,30 @@ class TokenView:
 
     token: ApiToken
     user_name: str
+    user_active: bool = True
 
     @property
     def state(self) -> str:
+        """As ``token_holder`` judges it; a deactivated user's token is refused until they
+        are reactivated, so it may still be revoked."""
         if self.token.revoked_at is not None:
             return "revoked"
         if self.token.expires_at is not None and self.token.expires_at <= utc_now():
             return "expired"
-        return "active"
+        return "active" if self.user_active else "user deactivated"
+
+    @property
+    def revocable(self) -> bool:
+        return self.state in ("active", "user deactivated")
 
 
 def list_tokens(session: Session) -> list[TokenView]:
     rows = session.execute(
-        select(ApiToken, User.name).join(User, User.id == ApiToken.user_id).order_by(ApiToken.id)
+        select(ApiToken, User.name, User.is_active)
+        .join(User, User.id == ApiToken.user_id)
+        .order_by(ApiToken.id)
     ).all()
-    return [TokenView(token, name) for token, name in rows]
+    return [TokenView(token, name, active) for token, name, active in rows]
 
 
 def sole_admin(session: Session) -> User:

@@ -53,6 +53,13 @@ def test_revoked_expired_and_deactivated_tokens_are_refused(session: Session) ->
     users.deactivate(session, "ops")
     assert tokens.token_holder(session, other_secret) is None
     assert tokens.token_holder(session, "slt_not-a-token") is None
+    # The list says what the API does with each, and which may still be revoked.
+    listed = [(view.token.name, view.state, view.revocable) for view in tokens.list_tokens(session)]
+    assert listed == [
+        ("a", "revoked", False),
+        ("b", "active", True),
+        ("c", "user deactivated", True),
+    ]
 
 
 def test_a_labeler_cannot_be_given_any_scope(session: Session) -> None:
