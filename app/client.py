@@ -226,8 +226,8 @@ def _written(
 ) -> PullResult:
     """A pull's answer written to ``out`` as it streams in."""
     _check(response)
-    if on_total is not None:
-        on_total(int(response.headers.get(COUNT_HEADER, "0")))
+    if on_total is not None and COUNT_HEADER in response.headers:  # none for a consensus
+        on_total(int(response.headers[COUNT_HEADER]))
     lines = 0
     for chunk in response.iter_bytes():
         out.write(chunk)

@@ -28,8 +28,10 @@ class Pull:
     engine: Engine
     label_filter: ExportFilter
     export_format: str
-    labels: int
-    """Labels in the window that the filters select (the client's progress total)."""
+    labels: int | None
+    """Labels in the window that the filters select (the client's progress total); None
+    for a consensus pull, whose lines, one per solution with a consensus, are known only
+    once written."""
     next_cursor: str
 
     def lines(self) -> Iterator[str]:
@@ -47,7 +49,8 @@ class Pull:
 
     def headers(self) -> dict[str, str]:
         """What a response streaming the pull says about it: the next cursor, the count."""
-        return {CURSOR_HEADER: self.next_cursor, COUNT_HEADER: str(self.labels)}
+        counted = {} if self.labels is None else {COUNT_HEADER: str(self.labels)}
+        return {CURSOR_HEADER: self.next_cursor, **counted}
 
 
 def plan_pull(session: Session, options: PullOptions) -> Pull:
@@ -81,7 +84,7 @@ def plan_pull(session: Session, options: PullOptions) -> Pull:
         )
     if options.consensus and options.format != "prm800k":
         raise PullError("a consensus pull writes PRM800K lines: format=prm800k")
-    count = export.count_labels(session, label_filter)
+    count = None if options.consensus else export.count_labels(session, label_filter)
     return Pull(_engine_of(session), label_filter, options.format, count, window.next_cursor)
 
 

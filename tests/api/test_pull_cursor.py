@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from app.consensus.service import PROVENANCE_KEY
 from app.datasets import export
 from app.datasets.export import ExportFilter, write_consensus_export, write_export
-from app.datasets.pull import PullError, plan_pull
+from app.datasets.pull import COUNT_HEADER, PullError, plan_pull
 from app.models import Solution, User
 from app.pull_options import PullOptions
 from tests.conftest import DatabaseFactory
@@ -181,6 +181,9 @@ def test_a_consensus_pull_is_the_consensus_export_and_refuses_a_cursor(engine: E
         write_consensus_export(session, expected, ExportFilter())
     with Session(engine) as session:
         pull = plan_pull(session, PullOptions(consensus=True))
+        # Five labels, one consensus line: no count the response would not hold.
+        assert COUNT_HEADER not in pull.headers()
+        assert plan_pull(session, PullOptions()).headers()[COUNT_HEADER] == "5"
         with pytest.raises(PullError, match="whole consensus as of now"):
             plan_pull(session, PullOptions(consensus=True, since=pull.next_cursor))
         with pytest.raises(PullError, match="format=prm800k"):
