@@ -6,12 +6,12 @@ from collections.abc import Callable
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerifyMismatchError
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app import audit
 from app.auth import throttle
-from app.models import Role, User
+from app.models import Assignment, Role, User, utc_now
 
 _hasher = PasswordHasher()
 
@@ -99,9 +99,21 @@ def user_by_name(session: Session, name: str) -> User:
 
 
 def deactivate(session: Session, name: str) -> User:
-    """Deactivate a user; their open sessions end at their next request."""
+    """Deactivate a user; their open sessions end at their next request, and the leases of
+    their open tasks now: another labeler may take each slot at once instead of waiting out
+    a lease nobody will use (reactivated, they get the task back if it is still free)."""
     user = end_sessions(session, name)
     user.is_active = False
+    now = utc_now()
+    session.execute(
+        update(Assignment)
+        .where(
+            Assignment.labeler_id == user.id,
+            Assignment.completed_at.is_(None),
+            Assignment.expires_at > now,
+        )
+        .values(expires_at=now)
+    )
     session.flush()
     return user
 

@@ -7,6 +7,7 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from app.auth import users
 from app.labeling.queue import Lease, QueueRules
 from app.models import (
     SCREENING_GENERATION,
@@ -69,6 +70,16 @@ def test_an_expired_lease_returns_the_task_to_the_queue(session: Session) -> Non
     assert bobs.labeler_id == bob.id and bobs.expires_at == later + RULES.lease
     # Alice's lease was taken over: she does not get the solution back.
     assert next_lease(session.connection(), alice, RULES, later) is None
+
+
+def test_a_deactivated_labelers_task_goes_to_another_at_once(session: Session) -> None:
+    solution = make_solution(session)
+    alice, bob = make_user(session, "alice"), make_user(session, "bob")
+    alices = next_lease(session.connection(), alice, RULES)
+    assert alices is not None and next_lease(session.connection(), bob, RULES) is None
+    users.deactivate(session, "alice")
+    bobs = next_lease(session.connection(), bob, RULES)
+    assert bobs is not None and bobs.solution_id == solution.id
 
 
 def test_an_expired_lease_is_renewed_when_nobody_took_it(session: Session) -> None:
