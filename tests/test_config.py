@@ -62,6 +62,16 @@ def test_a_checkpoint_dir_that_is_a_file_names_the_setting(
     assert get_settings().checkpoint_dir == tmp_path / "not-there-yet"
 
 
+def test_a_relative_checkpoint_dir_is_where_the_worker_started(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Runs store their checkpoints' paths: a path relative to one process's folder would be
+    looked for (and pruned) in another's by a worker started elsewhere."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("STEPLABEL_CHECKPOINT_DIR", "checkpoints")
+    assert get_settings().checkpoint_dir == tmp_path.resolve() / "checkpoints"
+
+
 def test_a_phase1_file_that_is_not_there_names_the_setting(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -276,7 +276,9 @@ class Settings(BaseSettings):
         # Made on first use; a file in its place would fail the first run after training.
         if directory.exists() and not directory.is_dir():
             raise ValueError(f"{str(directory)!r} is a file, not a folder")
-        return directory
+        # Absolute: the runs store their checkpoints' paths, which a worker started in
+        # another folder must find (and prune) all the same.
+        return directory.resolve()
 
     @field_validator("train_phase1_labels")
     @classmethod
