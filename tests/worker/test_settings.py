@@ -173,5 +173,12 @@ def test_a_database_out_of_reach_is_one_line(
 def test_a_base_model_that_is_no_model_is_refused_at_start(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"STEPLABEL_PRM_BASE_MODEL='smollm2' is neither 'tiny'"):
         check_settings(Settings(prm_base_model="smollm2"))
-    for base in ("tiny", "smollm2-135m", str(tmp_path)):  # a prepared name needs no files yet
-        check_settings(Settings(prm_base_model=base))
+    # A folder without a model in it failed each run at its train step, one run a cycle.
+    with pytest.raises(ValueError, match=r"nor a folder holding a model \(a config.json"):
+        check_settings(Settings(prm_base_model=str(tmp_path)))
+    (tmp_path / "config.json").write_text("{}")
+    checkpoint = tmp_path / "run-7"
+    checkpoint.mkdir()
+    (checkpoint / "meta.json").write_text("{}")
+    for base in ("tiny", "smollm2-135m", str(tmp_path), str(checkpoint)):
+        check_settings(Settings(prm_base_model=base))  # a prepared name needs no files yet
