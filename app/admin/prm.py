@@ -63,6 +63,19 @@ class RunSummary:
     is_current: bool
 
     @property
+    def not_reached(self) -> str:
+        """Why the run has no gate, evaluation or selection to show, in its state's words."""
+        if self.skipped:
+            return "the run was skipped"
+        if self.status == RunStatus.REQUESTED.value:
+            return "the run has not started"
+        if self.status == RunStatus.RUNNING.value:
+            return "not reached yet"
+        if self.status == RunStatus.FAILED.value:
+            return "the run stopped before it"
+        return "none recorded"
+
+    @property
     def error_line(self) -> str | None:
         """What went wrong, in a line: a traceback's last line names the exception, its
         first says only that a traceback follows."""

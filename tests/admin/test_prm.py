@@ -593,6 +593,24 @@ def test_a_run_shows_its_step_only_while_it_matters(admin: Admin, engine: Engine
     assert "· select" not in detail
 
 
+def test_a_run_without_figures_says_why_in_its_states_words(admin: Admin, engine: Engine) -> None:
+    """Only a failed run stopped before its gate; a waiting or running one has not got
+    there yet."""
+    with transaction(engine) as session:
+        ids = {
+            status: add_run(session, status, step="train").id
+            for status in (RunStatus.REQUESTED, RunStatus.RUNNING, RunStatus.FAILED)
+        }
+    for status, why in (
+        (RunStatus.REQUESTED, "the run has not started"),
+        (RunStatus.RUNNING, "not reached yet"),
+        (RunStatus.FAILED, "the run stopped before it"),
+    ):
+        page = admin.client.get(f"/admin/prm/runs/{ids[status]}").text
+        for part in ("No gate decision", "No evaluation", "No selection"):
+            assert f"{part}: {why}." in page, (status, part)
+
+
 def test_a_failed_runs_row_says_what_went_wrong_not_that_a_traceback_follows(
     admin: Admin, engine: Engine
 ) -> None:
