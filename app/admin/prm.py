@@ -23,6 +23,7 @@ from app.models import (
     Solution,
     StepCompletion,
     TrainingRun,
+    utc_now,
 )
 from app.pool_shape import chosen_strategy
 from app.run_metrics import BestOfN, Figure, Gate, LeftOut, Pace, RunMetrics, Split, read_figure
@@ -233,7 +234,9 @@ def _not_computed(metrics: RunMetrics) -> Figure | None:
 
 
 def _summary(run: TrainingRun, metrics: RunMetrics) -> RunSummary:
-    end = run.finished_at or run.heartbeat_at
+    # A running run's time runs to now: its heartbeat comes only every few minutes.
+    running = run.status == RunStatus.RUNNING.value
+    end = utc_now() if running else run.finished_at or run.heartbeat_at
     evaluation = metrics.evaluation
     processbench = evaluation.processbench if evaluation else None
     return RunSummary(

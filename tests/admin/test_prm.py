@@ -3,7 +3,7 @@ pinning, the unlabeled pool, and the generations' yield beside a uniform pick's.
 
 import itertools
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -591,6 +591,14 @@ def test_a_run_shows_its_step_only_while_it_matters(admin: Admin, engine: Engine
     assert "failed</span> · train" in rows[failed]
     detail = admin.client.get(f"/admin/prm/runs/{done}").text
     assert "· select" not in detail
+
+
+def test_a_running_runs_time_runs_to_now_not_to_its_last_heartbeat(session: Session) -> None:
+    now = datetime.now(UTC).replace(tzinfo=None)
+    started, beat = now - timedelta(minutes=5), now - timedelta(minutes=2)
+    add_run(session, RunStatus.RUNNING, started_at=started, heartbeat_at=beat, step="train")
+    [running] = prm_status(session, Settings()).runs
+    assert running.seconds is not None and running.seconds >= 5 * 60
 
 
 def test_a_run_without_figures_says_why_in_its_states_words(admin: Admin, engine: Engine) -> None:
