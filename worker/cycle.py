@@ -221,7 +221,10 @@ class Cycle:
         if self.should_stop():
             return True
         with transaction(self.engine) as session:
-            runs.mark_step(session, self._run(session), name, self.timings)
+            run = self._run(session)
+            runs.mark_step(session, run, name, self.timings)
+            # The figures so far (labels, training arguments) show while the run goes on.
+            run.metrics = self.metrics.record()
         logger.info("run %s: %s", self.run_id, name)
         return False
 
@@ -231,6 +234,28 @@ class Cycle:
         return run
 
     def run(self) -> None:
+        try:
+            self._steps()
+        except BaseException:
+            self._keep_what_was_done()
+            raise
+
+    def _keep_what_was_done(self) -> None:
+        """A failed or stopped run keeps the figures and step times it got to: its training
+        arguments, its labels, the train step it finished (what an admin reads to see why).
+        Rank 0 alone and no collective, as other ranks may be gone; and no second failure,
+        as the database may be what failed."""
+        if not self.ranks.is_main:
+            return
+        try:
+            with transaction(self.engine) as session:
+                run = self._run(session)
+                run.metrics = self.metrics.record()
+                run.timings = dict(self.timings)
+        except Exception as error:  # the run's own failure is what matters
+            logger.warning("run %s: could not keep its figures: %s", self.run_id, error)
+
+    def _steps(self) -> None:
         with self.step("grade"):
             self.metrics.graded = self._grade()
         with self.step("data"):

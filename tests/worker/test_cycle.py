@@ -362,6 +362,10 @@ def test_a_run_stopped_between_its_checkpoint_and_the_gate_removes_the_checkpoin
     with Session(engine) as session:
         run = session.scalars(select(TrainingRun)).one()
         assert run.checkpoint_path is None and not run.is_current
+        # It keeps what it got to: an admin reads why it ended beside what it had done.
+        assert run.metrics is not None and run.metrics["labels"] >= 20
+        assert run.metrics["training_args"]["base_model"] == "tiny"
+        assert {"grade", "data", "prepare", "train", "evaluate", "checkpoint"} <= set(run.timings)
     assert not (tmp_path / f"run-{run.id}").exists()
 
 
