@@ -1,5 +1,6 @@
-"""What every part of the command line shares: failing with a message, and refusing to run
-on a schema that is not current. Light, as ``steplabel --help`` must stay."""
+"""What every part of the command line shares: failing with a message (and the status of a
+database that failed mid-command), refusing to run on a schema that is not current, and
+writing an output file only once it is whole. Light, as ``steplabel --help`` must stay."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
