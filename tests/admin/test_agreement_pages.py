@@ -356,6 +356,26 @@ def test_an_alternative_that_ends_the_solution_shows_its_answer_as_the_step_does
     assert '<span class="step-answer-label">Answer:</span> $31$' in page
 
 
+def test_a_solution_with_fewer_than_two_labelers_shows_its_final_label_and_refusals(
+    app_client: TestClient, engine: Engine
+) -> None:
+    with Session(engine) as session:
+        alone = make_solution(session, ["A.", "B."])
+        make_rated_label(session, make_user(session, "ann"), alone, [1, -1])
+        unlabeled = make_solution(session, ["C."])
+        session.commit()
+        alone_id, unlabeled_id = alone.id, unlabeled.id
+    add_user(engine, "root", role=Role.ADMIN)
+    token = log_in(app_client, "root")
+    page = app_client.get(f"{PAGES[1]}/{alone_id}").text
+    assert "Fewer than two labelers" in page and "By one judging label:" in page
+    refused = app_client.post(
+        f"{PAGES[1]}/{unlabeled_id}/adjudication", data={"rating": ["1"], "csrf_token": token}
+    )
+    assert refused.status_code == 422
+    assert 'role="alert"' in refused.text and "no labels" in refused.text
+
+
 def test_a_tie_is_listed_as_needing_adjudication_until_an_admin_decides(
     app_client: TestClient, engine: Engine
 ) -> None:
