@@ -56,8 +56,12 @@ def fail_if_running(session: Session, run_id: int, error: str) -> None:
     _fail_running(session, TrainingRun.id == run_id, error, utc_now())
 
 
+FAILURE_BACKOFF_MAX = timedelta(hours=1)
+
+
 def is_due(session: Session, settings: Settings, now: datetime) -> bool:
-    """Whether the schedule asks for a run: the timer ran out or enough new labels came."""
+    """Whether the schedule asks for a run: the timer ran out or enough new labels came,
+    and the runs that failed since the last success are backed off from (``failure_backoff``)."""
     last = session.scalar(
         select(func.max(TrainingRun.started_at)).where(
             TrainingRun.status == RunStatus.SUCCEEDED.value
@@ -68,11 +72,27 @@ def is_due(session: Session, settings: Settings, now: datetime) -> bool:
     )
     if not new_labels:
         return False  # nothing new to learn from, whatever the timer says
+    failures, failed_at = session.execute(
+        select(func.count(), func.max(TrainingRun.finished_at)).where(
+            TrainingRun.status == RunStatus.FAILED.value,
+            TrainingRun.started_at > (last or datetime.min),
+        )
+    ).one()
+    if failures and failed_at is not None and now - failed_at < failure_backoff(failures):
+        return False
     timer = settings.train_every_minutes
     if timer and (last is None or now - last >= timedelta(minutes=timer)):
         return True
     threshold = settings.train_min_new_labels
     return bool(threshold) and new_labels >= threshold
+
+
+def failure_backoff(failures: int) -> timedelta:
+    """How long the schedule waits after the ``failures``-th failed run in a row: a failure
+    that comes back every time (a bad model folder, a full disk) would otherwise fail a run,
+    loading its model, at every poll. 1, 2, 4, ... minutes, at most an hour; a requested
+    run ("Train now") is not held back."""
+    return min(timedelta(minutes=2 ** min(failures - 1, 10)), FAILURE_BACKOFF_MAX)
 
 
 def claim_run(

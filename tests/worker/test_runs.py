@@ -65,6 +65,25 @@ def test_the_timer_starts_a_run_once_labels_exist(session: Session) -> None:
     assert runs.claim_run(session, timer, now=NOW + timedelta(minutes=31)) is not None
 
 
+def test_failed_runs_back_the_schedule_off_but_not_a_request(session: Session) -> None:
+    """A failure that comes back every time failed a run at every poll, each loading its
+    model: the schedule waits 1, 2, 4 ... minutes after each failure in a row."""
+    add_labels(session, 2)
+    now = NOW
+    for failures in (1, 2, 3):
+        run = runs.claim_run(session, settings(), now=now)
+        assert run is not None, failures
+        runs.finish_run(session, run, error="no space left on device")
+        run.finished_at = now
+        wait = runs.failure_backoff(failures)
+        assert wait == timedelta(minutes=2 ** (failures - 1))
+        assert runs.claim_run(session, settings(), now=now + wait / 2) is None
+        now += wait
+    request_run(session)
+    assert runs.claim_run(session, settings(), now=now + timedelta(seconds=1)) is not None
+    assert runs.failure_backoff(20) == runs.FAILURE_BACKOFF_MAX
+
+
 def test_a_requested_run_is_claimed_even_without_labels(session: Session) -> None:
     requested = request_run(session)
     assert request_run(session).id == requested.id  # one waiting request at a time
@@ -95,7 +114,9 @@ def test_failed_runs_do_not_reset_the_schedule(session: Session) -> None:
     run = runs.claim_run(session, settings(), now=NOW)
     assert run is not None
     runs.finish_run(session, run, error="boom")
-    retry = runs.claim_run(session, settings(), now=NOW + timedelta(seconds=30))
+    run.finished_at = NOW
+    # Due again once the backoff has passed: the failure is not the last success.
+    retry = runs.claim_run(session, settings(), now=NOW + runs.failure_backoff(1))
     assert retry is not None and retry.id != run.id
     statuses = session.scalars(select(TrainingRun.status).order_by(TrainingRun.id)).all()
     assert statuses == [RunStatus.FAILED.value, RunStatus.RUNNING.value]
