@@ -189,33 +189,37 @@ class Client:
         """Write the labels ``options`` select (default: all) to ``out`` as the server
         streams them."""
         params = (options or PullOptions()).query()
-        retries_left = UNAVAILABLE_RETRIES
+        request = self.http.build_request("GET", "/labels", params=params)
         try:
-            while True:
-                with self.http.stream("GET", "/labels", params=params) as response:
-                    wait = _retry_after(response, retries_left)
-                    if wait is None:
-                        return _written(response, out, on_total, progress)
-                retries_left -= 1
-                time.sleep(wait)
+            response = self._answered(request, stream=True)
+            try:
+                return _written(response, out, on_total, progress)
+            finally:
+                response.close()
         except httpx.HTTPError as error:
             raise ApiError(_unreachable(error)) from None
 
     def _json(self, method: str, path: str, **options: Any) -> dict[str, Any]:
-        retries_left = UNAVAILABLE_RETRIES
         try:
-            while True:
-                response = self.http.request(method, path, **options)
-                wait = _retry_after(response, retries_left)
-                if wait is None:
-                    break
-                retries_left -= 1
-                time.sleep(wait)
+            response = self._answered(self.http.build_request(method, path, **options))
         except httpx.HTTPError as error:
             raise ApiError(_unreachable(error)) from None
         _check(response)
         answer: dict[str, Any] = response.json()
         return answer
+
+    def _answered(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:
+        """The server's answer to ``request``, which is sent again after the Retry-After of a
+        503, at most ``UNAVAILABLE_RETRIES`` times."""
+        retries_left = UNAVAILABLE_RETRIES
+        while True:
+            response = self.http.send(request, stream=stream)
+            wait = _retry_after(response, retries_left)
+            if wait is None:
+                return response
+            response.close()
+            retries_left -= 1
+            time.sleep(wait)
 
 
 def _written(

@@ -4,12 +4,15 @@
   admin's labels (gold labels, trying the queue), which are not labeling work.
 - ``regular_label_conditions``: the labels agreement and consensus count (labeling work,
   not QC or screening answers, not labels of a QC solution);
-- ``newest_first`` and ``counted_labels``: of those, each labeler's latest on a solution, the
-  one label of theirs that agreement (the Agreement page, /me) and consensus count;
+- ``newest_first`` and ``counted_labels`` (``counted_label_rows``): of those, each
+  labeler's latest on a solution, the one label of theirs that agreement (the Agreement
+  page, /me) and consensus count;
 - ``share``: a part of a whole, or None where the whole is empty (never a made-up 0).
 """
 
-from sqlalchemy import ColumnElement, SQLColumnExpression, Subquery, exists, func, select
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, SQLColumnExpression, Subquery, exists, func, select
 from sqlalchemy.orm import aliased
 
 from app.models import UNNUMBERED_GENERATION, GoldLabel, Label, Role, User
@@ -57,6 +60,13 @@ def counted_labels(
     """The labels agreement is computed on (``COUNTED_COLUMNS``): the latest regular label of
     each labeler, on solutions that two or more distinct labelers labeled; only the one
     solution's, or only on solutions that ``labeler_id`` labeled, where given."""
+    return counted_label_rows(generation, solution_id, labeler_id).subquery()
+
+
+def counted_label_rows(
+    generation: int | None, solution_id: int | None = None, labeler_id: int | None = None
+) -> Select[Any]:
+    """``counted_labels`` as a statement, for a caller that names it (a CTE read twice)."""
     regular = [Label.solution_id.is_not(None), *regular_label_conditions(generation)]
     if solution_id is not None:
         regular.append(Label.solution_id == solution_id)
@@ -78,7 +88,7 @@ def counted_labels(
         .subquery()
     )
     columns = [ranked.c[column.key] for column in COUNTED_COLUMNS]
-    return select(*columns).where(ranked.c.newest_first == 1).subquery()
+    return select(*columns).where(ranked.c.newest_first == 1)
 
 
 def share(part: int, whole: int) -> float | None:

@@ -248,10 +248,7 @@ class Cycle:
         if not self.ranks.is_main:
             return
         try:
-            with transaction(self.engine) as session:
-                run = self._run(session)
-                run.metrics = self.metrics.record()
-                run.timings = dict(self.timings)
+            self._write_metrics()
         except Exception as error:  # the run's own failure is what matters
             logger.warning("run %s: could not keep its figures: %s", self.run_id, error)
 
@@ -607,6 +604,10 @@ class Cycle:
 
     @_on_main_rank
     def _save_metrics(self) -> None:
+        self._write_metrics()
+
+    def _write_metrics(self) -> None:
+        """The figures and step times so far onto the run's row (this rank's own write)."""
         with transaction(self.engine) as session:
             run = self._run(session)
             run.metrics = self.metrics.record()

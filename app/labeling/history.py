@@ -21,7 +21,7 @@ from sqlalchemy import ColumnElement, Select, and_, case, func, select
 from sqlalchemy.orm import Session, aliased, selectinload
 
 from app.core.statements import AnyRow
-from app.figures import counted_labels
+from app.figures import counted_label_rows
 from app.models import FIRST_ERROR_DECIDED, GoldLabel, Label, LabelStep, Problem, StepCompletion
 
 PAGE_SIZE = 25
@@ -204,8 +204,9 @@ def _agreement_query(labeler_id: int, *, per_label: bool) -> Select[Any]:
     the same steps, on the labels the Agreement page counts (``counted_labels``), so that
     the pooled figure is the one an admin sees for them; per label (label_id first) or
     pooled."""
-    mine = counted_labels(None, labeler_id=labeler_id)
-    others = counted_labels(None, labeler_id=labeler_id)
+    # One statement named once and read twice: the database works the labels out once.
+    counted = counted_label_rows(None, labeler_id=labeler_id).cte("counted")
+    mine, others = counted.alias("mine"), counted.alias("others")
     columns = (func.count(), _agreeing(_MINE.rating == _OTHERS.rating))
     query = (
         select(*((mine.c.id, *columns) if per_label else columns))

@@ -107,7 +107,7 @@ def test_a_stop_while_features_are_computed_comes_after_one_chunk_and_keeps_it(
     """A cold cache takes hours with phase-1 labels on a CPU: a stop must not wait for it.
     The chunk computed is kept, and the next fit computes only the rest."""
     args = tiny_args(mode="head", epochs=2)
-    examples = arithmetic_examples(150, seed=4)  # three chunks of fill_cache's 64
+    examples = arithmetic_examples(150, seed=4)  # three chunks of FEATURE_CHUNK (64)
     model, tokenizer, _ = setup(args)
     cache = cache_for(model, args, tmp_path)
     assert cache is not None
