@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, case, func, select
+from sqlalchemy import ColumnElement, Select, and_, case, func, or_, select
 from sqlalchemy.orm import Session, aliased, selectinload
 
 from app.core.statements import AnyRow
@@ -236,7 +236,8 @@ def gold_answers(
     session: Session, labeler_id: int, label_id: int | None = None
 ) -> list[GoldAnswer]:
     """The labeler's answers to quality-control and screening questions, newest first
-    (only ``label_id``, where given), each against its question's gold label."""
+    (only ``label_id``, where given), each against its question's gold label: labels sent
+    as answers, not those of a solution that became a question later."""
     gold = aliased(Label)
     query = (
         select(
@@ -252,7 +253,14 @@ def gold_answers(
         .join(GoldLabel, GoldLabel.solution_id == Label.solution_id)
         .join(gold, gold.id == GoldLabel.label_id)
         .join(Problem, Problem.id == Label.problem_id)
-        .where(Label.labeler_id == labeler_id, Label.id != GoldLabel.label_id)
+        .where(
+            Label.labeler_id == labeler_id,
+            Label.id != GoldLabel.label_id,
+            # A label made as a task before its solution became a question answers none:
+            # comparing it would show the key of a question still served, to this labeler
+            # too (a generation's round of questions skips only its own answers).
+            or_(Label.is_quality_control, Label.is_initial_screening),
+        )
         .order_by(Label.id.desc())
     )
     if label_id is not None:

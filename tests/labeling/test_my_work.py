@@ -261,3 +261,30 @@ def test_logged_out_visitors_are_sent_to_log_in(engine: Engine) -> None:
             response = client.get(path, follow_redirects=False)
             assert response.status_code == 303, path
             assert response.headers["location"].startswith("/login")
+
+
+def test_a_task_made_a_question_later_shows_no_answer_key(engine: Engine) -> None:
+    """Alice labeled a solution as a task; an admin then made it a quality-control question.
+    Her label answers no question: /me lists it as a task, with no comparison with the key,
+    and its answer page is the 404 of a label that answers nothing, so the key stays hidden
+    while the question is served to her and to others."""
+    with Session(engine) as session:
+        alice, admin = make_user(session, "alice"), make_user(session, "admin", role=Role.ADMIN)
+        solution = make_solution(session, STEPS, problem_text="What became a question?")
+        task = make_rated_label(
+            session, alice, solution, [1, 1, -1], timestamp=datetime(2026, 11, 20, 9)
+        ).id
+        gold = make_rated_label(session, admin, solution, [1, -1])
+        mark_quality_control(session, solution.id, gold.id)
+        session.commit()
+    with TestClient(create_app()) as client:
+        log_in(client, "alice")
+        page = client.get("/me").text
+        answer = client.get(f"/me/answers/{task}")
+    assert "You have not answered a quality-control question yet" in page
+    assert f"/me/answers/{task}" not in page and "See the answer key" not in page
+    assert cells(page, "History") == [
+        ["2026-11-20 09:00", "What became a question?", "task", "found error", "3", "—", "—"]
+    ]
+    assert answer.status_code == 404
+    assert "There is no such answer of yours." in answer.text
