@@ -149,18 +149,27 @@
       candidateRatings(step).length + ", or Esc.");
   }
 
-  // The key after `c`: a candidate's number chooses it (true); any other key lets `c` go
-  // and does what it does (false), Esc nothing more.
+  // The key after `c`: a candidate's number chooses it, and any other number only says
+  // there is no such candidate (true: the key is used up, for 1 to 3 would otherwise rate
+  // the next step); any other key lets `c` go and does what it does (false), Esc nothing
+  // more.
   function chooseByKey(event) {
     var step = task.choosing;
     task.choosing = null;
-    var number = /^[1-9]$/.test(event.key) ? Number(event.key) : 0;
-    if (number && number <= candidateRatings(step).length) {
-      choose(step, number - 1);
-      return true;
+    if (!/^[0-9]$/.test(event.key)) {
+      render();
+      return event.key === "Escape";
     }
-    render();
-    return event.key === "Escape";
+    var number = Number(event.key);
+    var count = candidateRatings(step).length;
+    if (number >= 1 && number <= count) {
+      choose(step, number - 1);
+    } else {
+      setStatus("Step " + (step + 1) + " has " + count + (count === 1 ? " candidate" : " candidates") +
+        ", no candidate " + number + ": nothing was rated or chosen. Press c and 1 to " + count +
+        " to choose one.", true);
+    }
+    return true;
   }
 
   function useHuman(step) {

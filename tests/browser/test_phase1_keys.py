@@ -1,8 +1,9 @@
 """Phase 1 by keyboard, in headless Chromium at both widths: `c` and a number continue with
-another candidate of the step just rated, `w` writes the step yourself, Enter submits after
-a choice (a click's too), and `?` lists these keys. A written step shows typeset, marked as
-the step in use; a step with one candidate offers no choice; the link to write a step shows
-once, under the step just rated; and the status says why a step must be written.
+another candidate of the step just rated (a number past its candidates rates nothing and
+says so), `w` writes the step yourself, Enter submits after a choice (a click's too), and
+`?` lists these keys. A written step shows typeset, marked as the step in use; a step with
+one candidate offers no choice; the link to write a step shows once, under the step just
+rated; and the status says why a step must be written.
 """
 
 import io
@@ -16,7 +17,16 @@ from sqlalchemy.orm import Session
 
 from app.datasets.export import ExportFilter, write_export
 from tests.browser.live import ROOT, Labeler, LiveApp, SolutionSpec, queue
-from tests.browser.pages import EACH_SIZE, log_in, press, status, step, task_section, task_swap
+from tests.browser.pages import (
+    EACH_SIZE,
+    log_in,
+    press,
+    pressed,
+    status,
+    step,
+    task_section,
+    task_swap,
+)
 
 ARTIFACTS = ROOT / "test-artifacts"
 # Step 1: three candidates; step 2: two, both wrong; step 3: one.
@@ -192,3 +202,29 @@ def test_the_keys_list_has_the_phase1_keys(
     expect(keys.locator("dt")).to_contain_text(["c then 1 … 9", "w"])
     expect(keys).to_contain_text("continue the step just rated with candidate N")
     expect(keys).to_contain_text("write the step just rated yourself")
+
+
+def test_c_and_a_number_past_the_candidates_rates_nothing_and_says_so(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    """`c 3` after a step of two candidates: 3 is also the key that rates, but it chooses
+    nothing and rates nothing (not the next step's candidate); the status says why."""
+    start(page, live_app, labeler)
+    press(page, "333")
+    press(page, "32")  # step 2: a positive and a neutral; the page goes on with the first
+    expect(status(page)).to_have_text("Rate candidate 1 of step 3.")
+    for number in "309":
+        press(page, "c" + number)
+        expect(status(page)).to_have_text(
+            f"Step 2 has 2 candidates, no candidate {number}: nothing was rated or chosen."
+            " Press c and 1 to 2 to choose one."
+        )
+        expect(chosen(page, 2)).to_have_attribute("data-candidate", "0")
+        expect(pressed(step(page, 3).locator("li.candidate").first)).to_have_count(0)
+    # The next key is a key again: 3 rates step 3.
+    page.keyboard.press("3")
+    expect(status(page)).to_have_text("All steps rated. Press Enter to submit.")
+    with task_swap(page):
+        page.keyboard.press("Enter")
+    steps = exported_steps(live_app, labeler)
+    assert [s["chosen_completion"] for s in steps] == [0, 0, 0]
