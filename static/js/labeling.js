@@ -616,9 +616,10 @@
         }
         if (!result.ok) throw new Error(detail(result.data));
         localStorage.removeItem(draftKey());
-        if (result.data.created) loadNext("Saved.");
+        if (result.data.created) loadNext("Saved.", false, "Saved.");
         else loadNext("This task was already sent, from another tab or an earlier try: the " +
-          "first submission was kept, not this one. Here is your next task.", true);
+          "first submission was kept, not this one. Here is your next task.", true,
+          "This task was already sent: the first submission was kept, not this one.");
       })
       .catch(function (error) {
         if (task && task.section === section) {
@@ -638,7 +639,8 @@
     localStorage.removeItem(draftKey());
     task.sending = true; // no more ratings or submits on it while the next task loads
     loadNext("This task is no longer yours: its lease ran out and it went to another " +
-      "labeler, so these ratings were not saved. Here is your next task.", true);
+      "labeler, so these ratings were not saved. Here is your next task.", true,
+      "This task is no longer yours, so these ratings were not saved.");
   }
 
   function detail(data) {
@@ -651,17 +653,19 @@
   // Swap in the next task, from its top, with a message above it (a warning: set apart).
   // The page goes to its top first, and init then scrolls down only as far as the first
   // step needs to clear the footer: a long problem would leave it under the footer.
-  function loadNext(message, warning) {
+  // ``outcome``: what became of the task left, said while the next one waits for the
+  // database (a lost task's ratings were not saved: never "Saved." then).
+  function loadNext(message, warning, outcome) {
     var before = document.getElementById("task");
     htmx.ajax("GET", "/label/next", { target: "#task", swap: "outerHTML" }).then(function () {
       if (document.getElementById("task") === before) {
         // Not swapped: htmx swaps no 503 (the database away) and nothing when offline.
-        // The label is stored; the next task comes when the server answers again.
+        // The next task comes when the server answers again.
         if (task && task.section === before) {
-          setStatus("Saved. The database is briefly away: your next task loads in " +
+          setStatus(outcome + " The database is briefly away: your next task loads in " +
             AWAY_RETRY_S + " s.", true);
         }
-        setTimeout(function () { loadNext(message, warning); }, AWAY_RETRY_S * 1000);
+        setTimeout(function () { loadNext(message, warning, outcome); }, AWAY_RETRY_S * 1000);
         return;
       }
       var flash = document.querySelector(".flash");

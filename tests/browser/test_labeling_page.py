@@ -733,6 +733,60 @@ def test_a_submit_while_the_database_is_away_is_sent_again_by_the_page(
     assert (label.solution_id, ratings(label)) == (solution, [[1], [-1]])
 
 
+@pytest.mark.both_backends  # SQLite, a file, has no server to be away
+def test_a_task_lost_during_an_outage_is_never_called_saved(
+    live_app: LiveApp, labeler: Labeler, page: Page
+) -> None:
+    """The database goes away as the labeler presses Enter; once it is back, another
+    labeler takes the task before the page sends it again, and the page's resend finds it
+    gone (404) just as the database goes away again: while the next task waits for the
+    database, the page says the ratings were not saved (never "Saved"), and then leaves
+    the task with the warning."""
+    if live_app.engine.dialect.name != "postgresql":
+        pytest.skip("a database server to make unreachable")
+    queue(live_app.engine, TWO_STEPS, THREE_STEPS)
+    log_in(page, labeler)
+    task = wait_for_task(page, 2)
+    press(page, "31")
+    url = live_app.engine.url.render_as_string(hide_password=False)
+    answers: list[int] = []
+
+    def lose_the_task_then_go_away(route: Route, request: Request) -> None:
+        resend = bool(answers)
+        if resend:  # the database is back: another labeler takes the task first
+            live_app.engine.dispose()  # its pooled connections were ended
+            take_over(live_app, labeler, task)
+        response = route.fetch()
+        answers.append(response.status)
+        if resend:  # and the database goes away again before the page reads the answer
+            block_database(url)
+        route.fulfill(response=response)
+
+    page.route(SUBMIT_PATH, lose_the_task_then_go_away)
+    block_database(url)
+    try:
+        page.keyboard.press("Enter")
+        expect(status(page)).to_contain_text("The database is briefly away. Your ratings are kept")
+        unblock_database(url)
+        expect(status(page)).to_have_text(
+            "This task is no longer yours, so these ratings were not saved. The database is"
+            " briefly away: your next task loads in 3 s.",
+            timeout=15_000,
+        )
+    finally:
+        unblock_database(url)
+    live_app.engine.dispose()
+    flash = page.locator(".flash")
+    expect(flash).to_have_text(
+        "This task is no longer yours: its lease ran out and it went to another labeler, so"
+        " these ratings were not saved. Here is your next task.",
+        timeout=15_000,
+    )
+    wait_for_task(page, 3)
+    assert answers == [503, 404], answers
+    assert labels_of(live_app.engine, labeler) == []
+
+
 def test_export_holds_exactly_the_labels_made(live_app: LiveApp) -> None:
     """Runs last: the PRM800K export holds one line per label the tests above made."""
     if not live_app.labels_made:
