@@ -4,9 +4,11 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
+from app.auth import tokens
 from app.auth.users import verify_password
 from app.cli import cli
-from app.models import User
+from app.models import AuditEntry, Role, User
+from tests.factories import make_user
 
 runner = CliRunner()
 
@@ -87,3 +89,19 @@ def test_end_sessions_logs_a_user_out_everywhere(engine: Engine) -> None:
     assert after.session_version == before + 1 and after.is_active
     missing = runner.invoke(cli, ["users", "end-sessions", "nobody"])
     assert missing.exit_code != 0 and "nobody" in missing.output
+
+
+def test_deactivate_revokes_the_users_tokens(engine: Engine) -> None:
+    with Session(engine) as session:
+        ops = make_user(session, "ops", role=Role.ADMIN)
+        token, secret = tokens.create_token(session, ops, "pipeline", tokens.parse_scopes("read"))
+        token_id = token.id
+        session.commit()
+    assert runner.invoke(cli, ["users", "deactivate", "ops"]).exit_code == 0
+    assert runner.invoke(cli, ["users", "reactivate", "ops"]).exit_code == 0
+    with Session(engine) as session:
+        assert tokens.token_holder(session, secret) is None
+        revoked = session.scalars(select(AuditEntry).where(AuditEntry.action == "token.revoke"))
+        assert [(e.actor, e.target) for e in revoked] == [
+            ("command line", f"token {token_id} 'pipeline'")
+        ]

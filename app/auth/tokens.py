@@ -11,11 +11,11 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from app import audit
-from app.auth.users import clean_name
+from app.auth.names import clean_name
 from app.models import ApiToken, Role, TokenScope, User, utc_now
 
 TOKEN_PREFIX = "slt_"
@@ -177,6 +177,24 @@ def revoke_token(
     return Revocation(token, now_revoked=True)
 
 
+def revoke_user_tokens(
+    session: Session, user: User, actor: User | None = None, now: datetime | None = None
+) -> list[Revocation]:
+    """Revoke every live token of ``user`` (not revoked, not expired), each recorded as
+    ``revoke_token`` records it; an expired token stays expired, refused already."""
+    now = now or utc_now()
+    live = session.scalars(
+        select(ApiToken.id)
+        .where(
+            ApiToken.user_id == user.id,
+            ApiToken.revoked_at.is_(None),
+            or_(ApiToken.expires_at.is_(None), ApiToken.expires_at > now),
+        )
+        .order_by(ApiToken.id)
+    ).all()
+    return [revoke_token(session, token_id, actor, now) for token_id in live]
+
+
 def token_holder(session: Session, secret: str, now: datetime | None = None) -> TokenHolder | None:
     """The holder of a live token (not revoked, not expired, its user active), else None.
 
@@ -211,8 +229,9 @@ class TokenView:
 
     @property
     def state(self) -> str:
-        """As ``token_holder`` judges it; a deactivated user's token is refused until they
-        are reactivated, so it may still be revoked."""
+        """As ``token_holder`` judges it. Deactivation revokes a user's tokens; "user
+        deactivated" is a token of a user deactivated before it did: refused while they
+        are inactive, and it may still be revoked."""
         if self.token.revoked_at is not None:
             return "revoked"
         if self.token.expires_at is not None and self.token.expires_at <= utc_now():

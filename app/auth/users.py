@@ -1,7 +1,6 @@
 """Users: labelers and admins, with argon2-hashed passwords."""
 
 import secrets
-import unicodedata
 from collections.abc import Callable
 
 from argon2 import PasswordHasher
@@ -10,7 +9,8 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app import audit
-from app.auth import throttle
+from app.auth import throttle, tokens
+from app.auth.names import clean_name
 from app.models import Assignment, Role, User, utc_now
 
 _hasher = PasswordHasher()
@@ -66,30 +66,6 @@ def create_user(
     return user
 
 
-JOINERS = "\u200c\u200d"
-"""The zero-width non-joiner and joiner: invisible, but part of how Persian names and some
-emoji are written."""
-
-
-MAX_NAME_LENGTH = User.name.type.length
-
-
-def clean_name(name: str) -> str:
-    """The name without the spaces around it; ValueError for an empty or overlong one, or
-    one with control or invisible characters: a right-to-left override (U+202E) would
-    show "evil" as "live" in every list of users."""
-    name = name.strip()
-    if not name:
-        raise ValueError("give the user a name")
-    if MAX_NAME_LENGTH is not None and len(name) > MAX_NAME_LENGTH:
-        raise ValueError(f"a name has at most {MAX_NAME_LENGTH} characters")
-    hidden = [c for c in name if unicodedata.category(c).startswith("C") and c not in JOINERS]
-    if hidden:
-        codes = ", ".join(f"U+{ord(c):04X}" for c in dict.fromkeys(hidden))
-        raise ValueError(f"a name must not hold control or invisible characters ({codes})")
-    return name
-
-
 def user_by_name(session: Session, name: str) -> User:
     """The user with this name; raises LookupError naming it otherwise."""
     user = session.scalar(select(User).where(User.name == name))
@@ -98,13 +74,18 @@ def user_by_name(session: Session, name: str) -> User:
     return user
 
 
-def deactivate(session: Session, name: str) -> User:
+def deactivate(session: Session, name: str, actor: User | None = None) -> User:
     """Deactivate a user; their open sessions end at their next request, and the leases of
     their open tasks now: another labeler may take each slot at once instead of waiting out
-    a lease nobody will use (reactivated, they get the task back if it is still free)."""
+    a lease nobody will use (reactivated, they get the task back if it is still free).
+
+    Their live API tokens are revoked (by ``actor``, for the audit log), not only refused
+    while they are inactive: a user is often deactivated because a token leaked, and
+    reactivating them must not bring it back."""
     user = end_sessions(session, name)
     user.is_active = False
     now = utc_now()
+    tokens.revoke_user_tokens(session, user, actor, now)
     session.execute(
         update(Assignment)
         .where(
@@ -168,7 +149,9 @@ def change_user(session: Session, actor: User | None, action: str, name: str, *a
     user, with nothing changed or recorded."""
     change, fields = USER_CHANGES[action]
     before = {field: getattr(user_by_name(session, name), field) for field in fields}
-    user = change(session, name, *args)
+    # Deactivation revokes tokens, each an audit entry of its own by the same actor.
+    given_actor = {"actor": actor} if change is deactivate else {}
+    user = change(session, name, *args, **given_actor)
     after: dict[str, object] = {field: getattr(user, field) for field in fields}
     if action == "user.reset_password":
         after["password"] = "changed"

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, select, text, update
+from sqlalchemy import Engine, func, select, text, update
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
@@ -50,7 +50,9 @@ def test_revoked_expired_and_deactivated_tokens_are_refused(session: Session) ->
     assert tokens.token_holder(session, expiring_secret, now=later) is None
     other = make_user(session, "ops", role=Role.ADMIN)
     _token, other_secret = tokens.create_token(session, other, "c", scopes)
-    users.deactivate(session, "ops")
+    # A token whose user was deactivated before deactivation revoked tokens.
+    other.is_active = False
+    session.flush()
     assert tokens.token_holder(session, other_secret) is None
     assert tokens.token_holder(session, "slt_not-a-token") is None
     # The list says what the API does with each, and which may still be revoked.
@@ -59,6 +61,47 @@ def test_revoked_expired_and_deactivated_tokens_are_refused(session: Session) ->
         ("a", "revoked", False),
         ("b", "active", True),
         ("c", "user deactivated", True),
+    ]
+
+
+def test_deactivating_a_user_revokes_their_tokens_for_good(session: Session) -> None:
+    """A reactivated user's old tokens stay refused: an admin may deactivate someone
+    because a token leaked."""
+    root = make_user(session, "root", role=Role.ADMIN)
+    ops = make_user(session, "ops", role=Role.ADMIN)
+    scopes = tokens.parse_scopes("read")
+    live, live_secret = tokens.create_token(session, ops, "live", scopes)
+    revoked, _ = tokens.create_token(session, ops, "revoked", scopes)
+    tokens.revoke_token(session, revoked.id)
+    expired, _ = tokens.create_token(
+        session, ops, "expired", scopes, expires_at=utc_now() + timedelta(hours=1)
+    )
+    expired.expires_at = utc_now() - timedelta(hours=1)
+    _, roots_secret = tokens.create_token(session, root, "roots", scopes)
+    session.flush()
+    logged_before = session.scalar(select(func.max(AuditEntry.id)))
+
+    users.change_user(session, root, "user.deactivate", "ops")
+    users.change_user(session, root, "user.reactivate", "ops")
+
+    assert tokens.token_holder(session, live_secret) is None
+    assert tokens.token_holder(session, roots_secret) is not None
+    states = {view.token.name: view.state for view in tokens.list_tokens(session)}
+    assert states == {
+        "live": "revoked",
+        "revoked": "revoked",
+        "expired": "expired",
+        "roots": "active",
+    }
+    logged = session.execute(
+        select(AuditEntry.action, AuditEntry.actor, AuditEntry.target)
+        .where(AuditEntry.id > logged_before)
+        .order_by(AuditEntry.id)
+    ).all()
+    assert logged == [
+        ("token.revoke", "root", f"token {live.id} 'live'"),
+        ("user.deactivate", "root", "user ops"),
+        ("user.reactivate", "root", "user ops"),
     ]
 
 

@@ -83,7 +83,7 @@ USER_CHANGES = (
     UserChange(
         "deactivate",
         "user.deactivate",
-        "{name} is deactivated and logged out at their next request.",
+        "{name} is deactivated and logged out at their next request; their API tokens are revoked.",
         not_on_yourself="You cannot deactivate yourself.",
     ),
     UserChange(
