@@ -51,6 +51,7 @@ from app.core.middleware import (
 )
 from app.inputs import json_safe
 from app.labeling import router as labeling
+from app.labeling import service as labeling_service
 from app.templating import make_templates, render, wants_fragment
 
 logger = logging.getLogger("steplabel")
@@ -61,10 +62,11 @@ TEMPLATES_DIR = ROOT / "templates"
 
 @asynccontextmanager
 async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-    get_settings()  # a bad setting stops the server at start, naming the variable
+    settings = get_settings()  # a bad setting stops the server at start, naming the variable
     try:
         # Their thread died with the process that ran them; their transactions rolled back.
         import_jobs.mark_interrupted(get_engine())
+        labeling_service.follow_configured_overlap(get_engine(), settings)
     except OperationalError as error:
         # The database may come up after the app; /readyz reports it until then.
         logger.warning("database unreachable at start: %s", error.orig)

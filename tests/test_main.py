@@ -4,12 +4,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from alembic.script import ScriptDirectory
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
 from app.core import schema
+from app.core.config import get_settings
 from app.main import create_app
+from app.models import QueueState, Solution
+from app.project_settings import set_value
+from tests.factories import make_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,6 +27,34 @@ def test_a_running_app_keeps_its_start_out_of_full_collections(engine: Engine) -
         # Modules, routes and settings: far more than any one request makes.
         assert gc.get_freeze_count() > 50_000
     assert gc.get_freeze_count() == 0
+
+
+def test_a_changed_overlap_setting_moves_the_queue_at_start(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """STEPLABEL_OVERLAP changed between two starts: the queue follows it as it follows the
+    QC form's (a solution filled at the old overlap reopens at a raised one, else it and its
+    generation wait forever), unless an admin set the overlap, which wins."""
+    with Session(engine) as session:
+        solution = make_solution(session, queue_state=QueueState.FULL)
+        solution.completed_count = 1
+        session.commit()
+        solution_id = solution.id
+
+    def start_with_overlap(overlap: int) -> QueueState:
+        monkeypatch.setenv("STEPLABEL_OVERLAP", str(overlap))
+        get_settings.cache_clear()
+        with TestClient(create_app()):
+            pass
+        with Session(engine) as session:
+            return session.get_one(Solution, solution_id).queue_state
+
+    assert start_with_overlap(2) == QueueState.OPEN
+    assert start_with_overlap(1) == QueueState.FULL
+    with Session(engine) as session:
+        set_value(session, "overlap", 1)  # as the QC form stores it
+        session.commit()
+    assert start_with_overlap(2) == QueueState.FULL
 
 
 def test_the_server_refuses_an_older_schema_in_one_line(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from fastapi import HTTPException
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from app.auth.sessions import Login, Viewer, check_login, viewer_of
@@ -165,6 +165,16 @@ def set_default_overlap(session: Session, overlap: int) -> int:
     """The project's overlap changed to ``overlap``: the queue follows (solutions opened or
     filled, ``repository.follow_default_overlap``); how many changed."""
     return repository.follow_default_overlap(session.connection(), overlap)
+
+
+def follow_configured_overlap(engine: Engine, settings: Settings) -> int:
+    """At process start: the queue follows the project's overlap as it stands, as
+    ``set_default_overlap`` does when an admin changes it. An operator may have changed
+    STEPLABEL_OVERLAP since the last start (an admin's overlap, stored, wins over it); how
+    many solutions changed."""
+    with engine.begin() as connection:
+        overlap = int(runtime_settings(connection, settings)["overlap"])
+        return repository.follow_default_overlap(connection, overlap)
 
 
 def save_guidelines(session: Session, text: str) -> None:
