@@ -418,7 +418,6 @@ def users_add(
     ] = False,
 ) -> None:
     """Create a user."""
-    from app import audit
     from app.auth import users
     from app.core.db import transaction
     from app.models import Role
@@ -427,10 +426,7 @@ def users_add(
     chosen = password or users.new_password()
     try:
         with transaction() as session:
-            user = users.create_user(session, name, Role(role), chosen, approved=approved)
-            created = user.name
-            after = {"role": user.role, "is_approved": user.is_approved, "password": "set"}
-            audit.record(session, None, "user.create", f"user {created}", None, after)
+            created = users.create_user(session, name, Role(role), chosen, approved=approved).name
     except ValueError as error:
         _fail(str(error))
     typer.echo(f"created {role.value} {created}" + ("" if password else f", password: {chosen}"))

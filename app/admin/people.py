@@ -61,12 +61,15 @@ def people(session: Session, threshold: float) -> list[Person]:
     return sorted(everyone, key=lambda person: not person.awaiting_approval)
 
 
-def create_account(session: Session, name: str, role: str, *, approved: bool) -> tuple[User, str]:
-    """A new user with a random password, returned once to show to the admin.
+def create_account(
+    session: Session, name: str, role: str, *, approved: bool, admin: User
+) -> tuple[User, str]:
+    """A new user made by ``admin``, with a random password, returned once to show them.
 
     Raises ValueError, for the form, on an empty, overlong or taken name or an unknown role.
     """
     if role not in set(Role):
         raise ValueError(f"the role is one of {', '.join(Role)}, not {role!r}")
     password = users.new_password()
-    return users.create_user(session, name, Role(role), password, approved=approved), password
+    user = users.create_user(session, name, Role(role), password, approved=approved, actor=admin)
+    return user, password

@@ -36,10 +36,17 @@ def new_password() -> str:
 
 
 def create_user(
-    session: Session, name: str, role: Role, password: str, *, approved: bool = False
+    session: Session,
+    name: str,
+    role: Role,
+    password: str,
+    *,
+    approved: bool = False,
+    actor: User | None = None,
 ) -> User:
-    """A new active user (``clean_name``'s name); raises ValueError if the name is taken,
-    in any case, or not a name.
+    """A new active user (``clean_name``'s name), recorded as created by ``actor`` (None:
+    the command line) in the audit log; raises ValueError if the name is taken, in any
+    case, or not a name.
 
     Labelers start unapproved: they get the screening questions until an admin approves
     them. Admins need no approval.
@@ -63,6 +70,8 @@ def create_user(
     )
     session.add(user)
     session.flush()
+    after = {"role": user.role, "is_approved": user.is_approved, "password": "set"}
+    audit.record(session, actor, "user.create", f"user {user.name}", None, after)
     return user
 
 

@@ -224,6 +224,10 @@ def test_sampling_for_agreement_is_recorded_and_an_empty_generation_records_noth
         session.commit()
     refused = admin.post("/admin/qc/sample", {"generation": "7", "count": "2", "overlap": "2"})
     assert refused.status_code == 422 and entries(engine) == []
+    # A sample of none is refused: a qc.sample entry always says solutions changed.
+    for count in ("0", "-1"):
+        none = admin.post("/admin/qc/sample", {"generation": "4", "count": count, "overlap": "2"})
+        assert none.status_code == 422 and entries(engine) == []
     sampled = admin.post("/admin/qc/sample", {"generation": "4", "count": "2", "overlap": "2"})
     assert sampled.status_code == 200
     entry = only_entry(engine, "qc.sample")
@@ -281,8 +285,9 @@ def test_pins_are_recorded_and_a_run_without_a_checkpoint_records_nothing(
     refused = admin.post(f"/admin/prm/runs/{bare}/pin")
     assert refused.status_code == 422 and entries(engine) == []
     run = run_with_checkpoint(engine, "/checkpoints/run-2")
-    assert admin.post(f"/admin/prm/runs/{run}/pin").status_code == 200
-    assert admin.post(f"/admin/prm/runs/{run}/unpin").status_code == 200
+    # Pinning a pinned run, or unpinning an unpinned one, changes nothing: no entry.
+    for change in ("pin", "pin", "unpin", "unpin"):
+        assert admin.post(f"/admin/prm/runs/{run}/{change}").status_code == 200
     pinned, unpinned = entries(engine)
     assert (pinned.action, pinned.before, pinned.after) == (
         "prm.pin",

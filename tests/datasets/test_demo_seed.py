@@ -34,6 +34,7 @@ from app.labeling.submission import (
 )
 from app.models import (
     Assignment,
+    AuditEntry,
     GoldLabel,
     Label,
     LabelStep,
@@ -83,6 +84,21 @@ def test_the_head_of_the_queue_goes_to_both_labelers(session: Session) -> None:
             assert alices.solution_id != bobs.solution_id
         finish(session, alices)
         finish(session, bobs)
+
+
+def test_the_demo_users_are_created_in_the_audit_log(session: Session) -> None:
+    """As every other way of creating a user records it; seeding again records nothing."""
+    seed(session)
+    seed(session)
+    created = session.execute(
+        select(AuditEntry.actor, AuditEntry.target, AuditEntry.after)
+        .where(AuditEntry.action == "user.create")
+        .order_by(AuditEntry.id)
+    ).all()
+    assert created == [
+        ("command line", f"user {name}", {"role": role, "is_approved": True, "password": "set"})
+        for name, role in [("admin", "admin"), ("alice", "labeler"), ("bob", "labeler")]
+    ]
 
 
 def gold_questions(session: Session) -> list[tuple[Solution, Label]]:

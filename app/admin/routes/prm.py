@@ -89,6 +89,8 @@ def unpin_run(
 def _set_pinned(session: Session, admin: User, run: TrainingRun, *, pinned: bool) -> None:
     before = run.pinned
     training.set_pinned(run, pinned=pinned)
+    if before == pinned:
+        return  # asked for what it was: nothing changed, nothing to record
     action = "prm.pin" if pinned else "prm.unpin"
     audit.record(
         session, admin, action, f"training run {run.id}", {"pinned": before}, {"pinned": pinned}

@@ -9,7 +9,6 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
-from app import audit
 from app.admin import dashboard, people
 from app.auth import tokens as api_tokens
 from app.auth import users
@@ -55,13 +54,11 @@ def create_user(
     approved: Annotated[bool, Form()] = False,
 ) -> HTMLResponse:
     try:
-        user, password = people.create_account(session, name, role, approved=approved)
+        user, password = people.create_account(session, name, role, approved=approved, admin=admin)
     except ValueError as error:
         return _users_answer(
             request, session, {"error": str(error), "entered": {"name": name, "role": role}}
         )
-    after = {"role": user.role, "is_approved": user.is_approved, "password": "set"}
-    audit.record(session, admin, "user.create", f"user {user.name}", None, after)
     outcome = {"message": f"Created {user.role} {user.name}.", "password_for": user.name}
     return _users_answer(request, session, {**outcome, "password": password}, dashboard.NO_STORE)
 
