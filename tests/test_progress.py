@@ -1,5 +1,6 @@
 """Progress bars: drawn on a terminal (a real pseudo-terminal here), silent when piped."""
 
+import codecs
 import fcntl
 import os
 import pty
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from app.datasets.reading import count_file_lines, count_lines
+from app.datasets.reading import count_file_lines, count_lines, read_jsonl
 from app.progress import Progress, TerminalBar, terminal_progress
 from tests import factories
 
@@ -63,8 +64,8 @@ def test_import_and_export_draw_a_bar_on_a_terminal(engine: Engine, tmp_path: Pa
     status, stdout, terminal = run_on_terminal(["import", "prm800k", str(source)])
     assert status == 0, terminal
     assert "10 labels added" in stdout
-    # Ten records and the blank line at the end: eleven lines, all read.
-    assert "importing  [########################] 100%  11/11 lines" in terminal
+    # Ten records and a blank line at the end, skipped: ten lines read, as the summary says.
+    assert "importing  [########################] 100%  10/10 lines" in terminal
     assert "lines/s" in terminal and "\r" in terminal
 
     target = tmp_path / "export.jsonl"
@@ -141,12 +142,24 @@ def test_progress_shows_now_and_then_and_at_the_end() -> None:
     assert shown == [1, 5]
 
 
-def test_lines_are_counted_as_read_jsonl_numbers_them(tmp_path: Path) -> None:
+def test_lines_are_counted_as_read_jsonl_reads_them(tmp_path: Path) -> None:
+    """Blank lines (whitespace alone, a byte-order mark on the first) are skipped, not
+    read, nor counted; a line that is not UTF-8 is read, and fails."""
     path = tmp_path / "a.jsonl"
-    for content, lines in [(b"", 0), (b"{}", 1), (b"{}\n", 1), (b"{}\n\n{}", 3)]:
+    cases = [
+        (b"", 0),
+        (b"{}", 1),
+        (b"{}\n", 1),
+        (b"{}\n\n{}", 2),
+        (codecs.BOM_UTF8 + b"\n \t\r\n{}\n" + "\u3000\n".encode(), 1),
+        (b"\xff\n{}", 2),
+    ]
+    for content, lines in cases:
         path.write_bytes(content)
         with open(path, "rb") as stream:
             assert count_lines(stream) == lines
-    assert count_file_lines([path, path]) == 6
+        with open(path, "rb") as stream:
+            assert len(list(read_jsonl("a.jsonl", stream))) == lines
+    assert count_file_lines([path, path]) == 4
     assert count_file_lines([path, "-"]) is None
     assert count_file_lines([tmp_path / "missing.jsonl"]) is None

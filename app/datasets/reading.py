@@ -38,29 +38,49 @@ class SourceLine:
         return ImportLineError(self.source, self.number, message)
 
 
+def _blank(raw: bytes) -> bool:
+    """Whether a line holds whitespace alone (any Unicode space); one that is not UTF-8 is
+    not blank: it is read, and is a line error."""
+    stripped = raw.strip()
+    if not stripped or b"!" <= stripped[:1] <= b"~":
+        return not stripped  # nearly every line: empty, or it starts with { or [
+    try:
+        return not stripped.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return False
+
+
+def _lines_read(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """The non-blank lines of a stream as bytes, numbered from 1 (blank ones count in the
+    numbers), without a byte-order mark at the start."""
+    for number, raw in enumerate(stream, start=1):
+        if number == 1:
+            # Windows editors start a UTF-8 file with a byte-order mark: it marks the file,
+            # not its first line, which JSON would refuse at column 1.
+            raw = raw.removeprefix(codecs.BOM_UTF8)
+        if not _blank(raw):
+            yield number, raw
+
+
 def read_jsonl(
     name: str, stream: BinaryIO, progress: Progress | None = None
 ) -> Iterator[SourceLine]:
     """The non-blank lines of a JSONL stream, numbered from 1; bad UTF-8 is a line error,
     a byte-order mark at the start is dropped.
 
-    ``progress`` advances by every line read, blank ones too, as ``count_lines`` counts.
+    ``progress`` advances by every line read: blank ones are skipped, not read, and neither
+    ``count_lines`` nor an import's summary counts them.
     """
-    for number, raw in enumerate(stream, start=1):
+    for number, raw in _lines_read(stream):
         if progress is not None:
             progress.advance()
-        if number == 1:
-            # Windows editors start a UTF-8 file with a byte-order mark: it marks the file,
-            # not its first line, which JSON would refuse at column 1.
-            raw = raw.removeprefix(codecs.BOM_UTF8)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as error:
             replaced = raw.decode("utf-8", "replace")
             yield SourceLine(name, number, replaced, f"not UTF-8 text ({error.reason})")
             continue
-        if text.strip():
-            yield SourceLine(name, number, text)
+        yield SourceLine(name, number, text)
 
 
 def read_files(
@@ -80,13 +100,8 @@ def read_files(
 
 
 def count_lines(stream: BinaryIO) -> int:
-    """The lines read_jsonl reads from ``stream`` (blank ones too), counted in large chunks."""
-    count, last = 0, b"\n"
-    while chunk := stream.read(1 << 20):
-        count += chunk.count(b"\n")
-        last = chunk[-1:]
-    # A last line without its newline is a line too.
-    return count + (last != b"\n")
+    """The lines read_jsonl reads from ``stream``, blank ones aside, for a progress total."""
+    return sum(1 for _ in _lines_read(stream))
 
 
 def count_file_lines(paths: Iterable[str | Path]) -> int | None:

@@ -120,6 +120,21 @@ def test_an_upload_answers_at_once_and_imports_in_the_background(
     assert counts(engine)["labels"] == 4
 
 
+def test_the_lines_column_counts_the_lines_read_as_the_summary_does(
+    admin: Admin, engine: Engine
+) -> None:
+    """Blank lines are skipped, not read: the Lines column and the notice do not count them
+    either, so that "4 / 4" sits beside "4 lines read"."""
+    lines = good_lines(4)
+    content = "\ufeff\n" + "\n".join([lines[0], "", *lines[1:3], " \t\u3000", lines[3], "\n"])
+    answer = upload(admin, "blanks.jsonl", content.encode())
+    assert "Received blanks.jsonl (4 lines)" in answer.text
+    job, page = finished(admin, engine, answer)
+    assert job.summary is not None and job.summary.startswith("4 lines read: 4 labels added")
+    assert (job.lines_done, job.lines_total) == (4, 4)
+    assert re.search(r"</progress>\s*4 / 4\s", page)
+
+
 def test_a_bad_line_fails_the_job_with_the_clis_error_and_writes_nothing(
     admin: Admin, engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -326,7 +341,7 @@ def test_an_upload_leaves_the_garbage_collector_on(session: Session) -> None:
 def test_an_upload_is_spooled_and_its_lines_counted(temp_dir: Path) -> None:
     upload, lines = import_jobs.spool(io.BytesIO(b"{}\n\n{}"))
     with upload:
-        assert upload.read() == b"{}\n\n{}" and lines == 3
+        assert upload.read() == b"{}\n\n{}" and lines == 2  # the blank line is not read
         # The copy has no name: nothing is left of it in the folder, whatever happens.
         assert list(temp_dir.iterdir()) == []
 
