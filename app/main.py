@@ -255,8 +255,10 @@ def _to_login(request: Request) -> Response:
     return RedirectResponse(target, status_code=303)
 
 
-UPLOAD_PATHS = ("/admin/imports", "/api/v1/imports")
-"""Where admins upload datasets (and tokens push batches): these get the larger limit."""
+SESSION_UPLOADS = ("/admin/imports",)
+"""Where admins upload datasets in the browser: the larger limit, for an admin's session."""
+TOKEN_UPLOADS = ("/api/v1/imports",)
+"""Where tokens push batches: the larger limit, for a request with a bearer token."""
 
 openapi_schema = APIRouter(dependencies=[Depends(current_admin)])
 
@@ -290,7 +292,8 @@ def create_app() -> FastAPI:
         BodySizeLimit,
         limit=settings.max_body_bytes,
         upload_limit=settings.max_upload_bytes,
-        upload_paths=UPLOAD_PATHS,
+        session_uploads=SESSION_UPLOADS,
+        token_uploads=TOKEN_UPLOADS,
     )
     app.add_middleware(
         SessionMiddleware,

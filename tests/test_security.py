@@ -160,6 +160,10 @@ def test_an_admin_may_upload_a_larger_dataset(
         headers = {"X-CSRF-Token": token}
         anonymous = client.post("/admin/imports", files=dataset, headers=headers)
         assert anonymous.status_code == 413
+        # A bearer token is the import API's credential, not the Imports page's: that form
+        # is read whole (to disk) before its route checks who sent it.
+        bearer = {**headers, "Authorization": "Bearer slt_forged"}
+        assert client.post("/admin/imports", files=dataset, headers=bearer).status_code == 413
         # A labeler is refused the upload before it is read, not after (a 403).
         token = log_in(client, "alice")
         labeler = client.post("/admin/imports", files=dataset, headers={"X-CSRF-Token": token})

@@ -108,27 +108,41 @@ class BodyTooLarge(Exception):
 class BodySizeLimit:
     """Answer 413 to a request whose body is larger than its limit, without reading it all.
 
-    Dataset uploads (``upload_paths``) from a logged-in admin get ``upload_limit``; anything
-    else ``limit``. The session is the signed cookie's (SessionMiddleware runs first), not
-    yet checked against the database: enough to keep everyone else's uploads small, before
-    the route refuses them.
+    Dataset uploads get ``upload_limit``, each path with its own credential: the Imports
+    page's form (``session_uploads``) from a logged-in admin, the import API
+    (``token_uploads``) with a bearer token; anything else ``limit``. The session is the
+    signed cookie's (SessionMiddleware runs first), not yet checked against the database:
+    enough to keep everyone else's uploads small, before the route refuses them.
     """
 
     def __init__(
-        self, app: ASGIApp, *, limit: int, upload_limit: int, upload_paths: Iterable[str]
+        self,
+        app: ASGIApp,
+        *,
+        limit: int,
+        upload_limit: int,
+        session_uploads: Iterable[str],
+        token_uploads: Iterable[str],
     ) -> None:
         self.app = app
         self.limit = limit
         self.upload_limit = upload_limit
-        self.upload_paths = tuple(upload_paths)
+        self.session_uploads = tuple(session_uploads)
+        self.token_uploads = tuple(token_uploads)
 
     def limit_of(self, scope: Scope) -> int:
+        if scope["method"] != "POST":
+            return self.limit
         session = scope.get("session") or {}
-        is_upload = scope["method"] == "POST" and scope["path"] in self.upload_paths
-        # A bearer token is checked (and its import scope) before the route reads a byte
-        # of the body: an invalid one is refused without the body being read.
-        uploader = session.get("admin") is True or _has_bearer_token(scope)
-        return self.upload_limit if is_upload and uploader else self.limit
+        path = scope["path"]
+        # The API checks a bearer token (and its import scope) before it reads a byte of
+        # the body. The form is read whole, to disk, before its route checks who sent it:
+        # a bearer header there must not buy anyone the large limit.
+        if path in self.token_uploads and _has_bearer_token(scope):
+            return self.upload_limit
+        if path in self.session_uploads and session.get("admin") is True:
+            return self.upload_limit
+        return self.limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
