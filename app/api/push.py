@@ -2,9 +2,12 @@
 imported as a background job (app/admin/import_jobs.py), all or nothing, idempotent by
 content (the importers match rows by content, so a batch sent again adds nothing)."""
 
+import codecs
 import json
+import re
 import tempfile
-from typing import BinaryIO
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 from sqlalchemy.orm import Session
 
@@ -27,18 +30,100 @@ def as_jsonl(body: BinaryIO, content_type: str) -> BinaryIO:
     1), JSONL stays as it is. PushError for a JSON body that does not parse."""
     if content_type.split(";")[0].strip().lower() not in JSON_TYPES:
         return body
-    try:
-        document = json.load(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise PushError(f"the body is not a JSON document: {error}") from None
-    items = document if isinstance(document, list) else [document]
     converted = tempfile.TemporaryFile(prefix="steplabel-push-")  # noqa: SIM115 (outlives us)
-    for item in items:
-        converted.write(json.dumps(item, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-        converted.write(b"\n")
+    try:
+        for item in json_items(body):
+            line = json.dumps(item, ensure_ascii=False).encode("utf-8", "surrogatepass")
+            converted.write(line + b"\n")
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        converted.close()
+        raise PushError(f"the body is not a JSON document: {error}") from None
     converted.seek(0)
     body.close()
     return converted
+
+
+CHUNK_CHARS = 1 << 20
+"""Characters read at a time: a batch of gigabytes is parsed an item at a time, never held
+whole (a parsed JSON document takes several times its size in memory)."""
+_SPACE = re.compile(r"[ \t\n\r]*")
+_NUMBER_TAIL = re.compile(r"[0-9eE.+-]*\Z")
+
+
+def json_items(body: BinaryIO, chunk_chars: int = CHUNK_CHARS) -> Iterator[Any]:
+    """The items of the JSON array in ``body``, one at a time, or the one value that is
+    not an array. UnicodeDecodeError or json.JSONDecodeError where it does not parse."""
+    text = _JsonText(body, chunk_chars)
+    if text.next_char() != "[":
+        yield text.value()
+        text.expect("")
+        return
+    text.expect("[")
+    if text.next_char() == "]":
+        text.expect("]")
+    else:
+        while True:
+            yield text.value()
+            if text.next_char() == "]":
+                text.expect("]")
+                break
+            text.expect(",")
+    text.expect("")
+
+
+class _JsonText:
+    """UTF-8 JSON text (a byte-order mark allowed) read from a stream a chunk at a time."""
+
+    def __init__(self, stream: BinaryIO, chunk_chars: int) -> None:
+        self.stream = stream
+        self.chunk_chars = chunk_chars
+        self.utf8 = codecs.getincrementaldecoder("utf-8-sig")()
+        self.decoder = json.JSONDecoder()
+        self.text = ""
+        self.at = 0
+        self.ended = False
+
+    def _read(self, chars: int | None = None) -> None:
+        """Drop what was parsed, then add about ``chars`` more characters (a chunk's)."""
+        chunk = self.stream.read(chars or self.chunk_chars)
+        self.ended = not chunk
+        self.text = self.text[self.at :] + self.utf8.decode(chunk, final=self.ended)
+        self.at = 0
+
+    def next_char(self) -> str:
+        """The next character past white space, not taken; "" at the end."""
+        while True:
+            space = _SPACE.match(self.text, self.at)  # it always matches, if only ""
+            self.at = space.end() if space else self.at
+            if self.at < len(self.text) or self.ended:
+                return self.text[self.at : self.at + 1]
+            self._read()
+
+    def expect(self, char: str) -> None:
+        """Take ``char`` ("": the end of the text), or raise the parser's error."""
+        if self.next_char() != char:
+            wanted = "the end" if not char else repr(char)
+            raise json.JSONDecodeError(f"expected {wanted}", self.text, self.at)
+        self.at += len(char)
+
+    def value(self) -> Any:
+        """The JSON value that starts at the next character, taken."""
+        self.next_char()
+        more = self.chunk_chars
+        while True:
+            try:
+                value, end = self.decoder.raw_decode(self.text, self.at)
+            except json.JSONDecodeError:
+                if self.ended:
+                    raise
+                end = len(self.text)  # a value longer than the text read so far
+            # A number may go on past what was read ("1" of "1e5" cut after the "1e"): only
+            # a character after it that cannot continue it tells where it ends.
+            if self.ended or not _NUMBER_TAIL.match(self.text, end):
+                self.at = end
+                return value
+            self._read(more)
+            more *= 2  # each retry parses the value from its start: read ever more
 
 
 def queue_batch(
