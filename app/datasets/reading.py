@@ -50,10 +50,30 @@ def _blank(raw: bytes) -> bool:
         return False
 
 
+MAX_LINE_BYTES = 64 << 20
+"""The longest line read (a PRM800K line is a few kilobytes): a longer one is a line error,
+never read whole, as a 2 GiB upload of one line would take several times that in memory."""
+
+
+def _raw_lines(stream: BinaryIO) -> Iterator[bytes]:
+    """The stream's lines, each cut after ``MAX_LINE_BYTES`` + 1 bytes: the rest of a longer
+    one is skipped, a chunk at a time, to its end."""
+    limit = MAX_LINE_BYTES  # read once: a test may lower it
+    while raw := stream.readline(limit + 1):
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            while (rest := stream.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+        yield raw
+
+
+def _overlong(raw: bytes) -> bool:
+    return len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES
+
+
 def _lines_read(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
     """The non-blank lines of a stream as bytes, numbered from 1 (blank ones count in the
-    numbers), without a byte-order mark at the start."""
-    for number, raw in enumerate(stream, start=1):
+    numbers), without a byte-order mark at the start; an overlong one cut (``_raw_lines``)."""
+    for number, raw in enumerate(_raw_lines(stream), start=1):
         if number == 1:
             # Windows editors start a UTF-8 file with a byte-order mark: it marks the file,
             # not its first line, which JSON would refuse at column 1.
@@ -74,6 +94,10 @@ def read_jsonl(
     for number, raw in _lines_read(stream):
         if progress is not None:
             progress.advance()
+        if _overlong(raw):
+            message = f"the line is longer than {MAX_LINE_BYTES} bytes"
+            yield SourceLine(name, number, "", message)
+            continue
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as error:

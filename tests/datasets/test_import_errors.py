@@ -8,6 +8,7 @@ from sqlalchemy import Engine, func, select
 from typer.testing import CliRunner
 
 from app.cli import cli
+from app.datasets import reading
 from app.models import Label, Problem, Solution, StepCompletion, User
 from tests import factories
 
@@ -281,3 +282,22 @@ def test_a_line_cut_in_half_says_it_is_not_complete_json(
     assert result.exit_code == 1
     assert f"{path}:1: the line is not complete JSON: it ends inside a string" in result.stderr
     assert "control character" not in result.stderr
+
+
+def test_an_overlong_line_is_a_line_error_and_the_lines_after_it_are_read(
+    tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A line past the cap is never read whole into memory: it is reported by its number
+    and skipped to its end, and the next line is read as the next line."""
+    lines = good_lines(4)
+    cap = max(len(line.encode()) for line in lines) + 100
+    monkeypatch.setattr(reading, "MAX_LINE_BYTES", cap, raising=False)
+    overlong = '{"labeler": "' + "x" * (3 * cap) + '"}\n'
+    path = write_lines(tmp_path / "labels.jsonl", [lines[0], overlong, *lines[1:]])
+    with open(path, "rb") as stream:
+        assert reading.count_lines(stream) == 5
+    result = runner.invoke(cli, ["import", "prm800k", "--skip-invalid", str(path)])
+    assert result.exit_code == 0, result.output
+    assert f"{path}:2: the line is longer than {cap} bytes" in result.stderr
+    assert "4 labels added" in result.stdout
+    assert count_rows(engine)["labels"] == 4
