@@ -1,6 +1,7 @@
 """What every request passes through: security headers, the body size limit, which proxies
 are believed about the client's address, and who may read the API schema."""
 
+import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -205,6 +206,23 @@ def test_forwarded_addresses_are_ignored_unless_a_proxy_is_configured(
     for index in range(3):
         fail_login(app_client, f"203.0.113.{index}")
     assert attempts_by_address(engine) == {"127.0.0.1"}
+
+
+def test_forwarded_headers_from_an_untrusted_peer_are_warned_about_once(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Behind a reverse proxy nobody named in STEPLABEL_TRUSTED_PROXIES, every client has
+    the proxy's address and shares its login limit: one attacker's failed logins would
+    lock everyone out. The operator is told, once per process, not at every request."""
+    with (
+        caplog.at_level(logging.WARNING, logger="steplabel"),
+        TestClient(create_app(), client=PROXY) as client,
+    ):
+        fail_login(client, "203.0.113.1")
+        fail_login(client, "203.0.113.2")
+    warnings = [r.getMessage() for r in caplog.records if "X-Forwarded-For" in r.getMessage()]
+    assert len(warnings) == 1
+    assert f"from {PROXY[0]}" in warnings[0] and "STEPLABEL_TRUSTED_PROXIES" in warnings[0]
 
 
 def test_an_address_the_server_took_from_forwarded_for_is_not_believed(engine: Engine) -> None:

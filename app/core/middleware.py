@@ -3,11 +3,14 @@ on the way in. Plain ASGI middleware: the labeling requests are hot, and Starlet
 BaseHTTPMiddleware would cost each of them a task and a copy of the response."""
 
 import json
+import logging
 from collections.abc import Iterable
 from contextlib import suppress
 
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+logger = logging.getLogger("steplabel")
 
 CONTENT_SECURITY_POLICY = "; ".join(
     [
@@ -70,12 +73,40 @@ class UntrustedForwarding:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self.warned = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] in ("http", "websocket") and _client_is_forwarded(scope):
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        forwarded = _client_is_forwarded(scope)
+        if not self.warned and _has_header(scope, b"x-forwarded-for"):
+            self.warned = True
+            _warn_untrusted_proxy("a proxy uvicorn believed" if forwarded else _peer(scope))
+        if forwarded:
             # A copy: the server's own log keeps the address it believed.
             scope = {**scope, "client": None}
         await self.app(scope, receive, send)
+
+
+def _warn_untrusted_proxy(peer: str) -> None:
+    """Behind a proxy nobody trusts, every client shares one address, and so one login
+    limit: one attacker's failed logins lock everyone out. Said once per process."""
+    logger.warning(
+        "requests carry X-Forwarded-For (from %s), but STEPLABEL_TRUSTED_PROXIES is unset: "
+        "the header is not believed, so every client behind that proxy has one address and "
+        "shares its login limit. Set STEPLABEL_TRUSTED_PROXIES to the proxy's address.",
+        peer,
+    )
+
+
+def _peer(scope: Scope) -> str:
+    client = scope.get("client")
+    return client[0] if client else "an unknown address"
+
+
+def _has_header(scope: Scope, name: bytes) -> bool:
+    return any(header == name for header, _ in scope["headers"])
 
 
 def _client_is_forwarded(scope: Scope) -> bool:
