@@ -2,7 +2,11 @@
 
 Every query here is bound to one labeler's id: a labeler sees their own labels, and of
 other labelers only how often their ratings agreed, never whose or which. A gold label is
-shown only beside the labeler's own answer to its question, once they have sent it.
+shown only beside the labeler's own answer to its question, once they have sent it, and
+only where they cannot be asked it again: a quality-control question comes back in every
+generation (app/labeling/queue.py), and its key would answer it there, so the labeler sees
+their own ratings and how many matched the key, not the key. A screening question is asked
+once, so its key is feedback, not an answer.
 
 Agreement with others is counted as the admins' Agreement page counts it (app/figures.py
 ``counted_labels``): the labeler's latest label of each task solution against the other
@@ -22,7 +26,16 @@ from sqlalchemy.orm import Session, aliased, selectinload
 
 from app.core.statements import AnyRow
 from app.figures import counted_label_rows
-from app.models import FIRST_ERROR_DECIDED, GoldLabel, Label, LabelStep, Problem, StepCompletion
+from app.models import (
+    FIRST_ERROR_DECIDED,
+    GoldLabel,
+    Label,
+    LabelStep,
+    Problem,
+    Solution,
+    StepCompletion,
+)
+from app.quality.questions import asked_again
 
 PAGE_SIZE = 25
 
@@ -90,6 +103,9 @@ class GoldAnswer:
     gold_first_error: int | None
     first_error_comparable: bool
     """Both labels went as far as their labeler could judge (found_error or solution)."""
+    key_shown: bool
+    """The question cannot be served to the labeler again (``asked_again``), so the key's
+    ratings, finish and first error may be shown to them."""
 
     @property
     def same_first_error(self) -> bool:
@@ -114,7 +130,8 @@ class ReviewedStep:
 
 @dataclass(frozen=True)
 class AnswerReview:
-    """An answer beside the gold label: shown only to its labeler, after they sent it."""
+    """An answer beside the gold label: shown only to its labeler, after they sent it; the
+    gold label's side is left empty unless ``answer.key_shown``."""
 
     answer: GoldAnswer
     reference_answer: str | None
@@ -249,7 +266,9 @@ def gold_answers(
             gold.id.label("gold_id"),
             gold.finish_reason.label("gold_finish_reason"),
             Problem.text,
+            asked_again().label("asked_again"),
         )
+        .join(Solution, Solution.id == Label.solution_id)
         .join(GoldLabel, GoldLabel.solution_id == Label.solution_id)
         .join(gold, gold.id == GoldLabel.label_id)
         .join(Problem, Problem.id == Label.problem_id)
@@ -302,6 +321,7 @@ def _gold_answer(row: AnyRow, mine: Ratings, gold: Ratings) -> GoldAnswer:
         gold_first_error=_first_error(gold),
         first_error_comparable=row.finish_reason in FIRST_ERROR_DECIDED
         and row.gold_finish_reason in FIRST_ERROR_DECIDED,
+        key_shown=not row.asked_again,
     )
 
 
@@ -325,15 +345,18 @@ def answer_review(session: Session, labeler_id: int, label_id: int) -> AnswerRev
     if not found:
         return None
     answer = found[0]
+    # A key that stays hidden is not read at all: even the steps it reached would say where
+    # it found the error.
+    wanted = (label_id, answer.gold_label_id) if answer.key_shown else (label_id,)
     labels = {
         label.id: label
         for label in session.scalars(
             select(Label)
-            .where(Label.id.in_((label_id, answer.gold_label_id)))
+            .where(Label.id.in_(wanted))
             .options(selectinload(Label.steps).selectinload(LabelStep.completions))
         )
     }
-    mine, gold = labels[label_id], labels[answer.gold_label_id]
+    mine, gold = labels[label_id], labels.get(answer.gold_label_id)
     reference = session.scalar(
         select(Problem.ground_truth_answer).where(Problem.id == mine.problem_id)
     )
@@ -341,15 +364,16 @@ def answer_review(session: Session, labeler_id: int, label_id: int) -> AnswerRev
         answer=answer,
         reference_answer=reference,
         finish_reason=mine.finish_reason,
-        gold_finish_reason=gold.finish_reason,
+        gold_finish_reason=gold.finish_reason if gold else None,
         steps=_reviewed_steps(mine, gold),
     )
 
 
-def _reviewed_steps(mine: Label, gold: Label) -> list[ReviewedStep]:
-    """Every step either label reached, each completion with both ratings (None: unrated)."""
+def _reviewed_steps(mine: Label, gold: Label | None) -> list[ReviewedStep]:
+    """Every step either label reached, each completion with both ratings (None: unrated,
+    and every gold rating where there is no ``gold``)."""
     my_steps = {step.step_index: step for step in mine.steps}
-    gold_steps = {step.step_index: step for step in gold.steps}
+    gold_steps = {step.step_index: step for step in gold.steps} if gold else {}
     reviewed = []
     for index in sorted(my_steps.keys() | gold_steps.keys()):
         ours, theirs = my_steps.get(index), gold_steps.get(index)

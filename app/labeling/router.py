@@ -96,7 +96,8 @@ def my_work(
 
 
 def my_answer(label_id: DbId, user: CurrentUser, session: DbSession) -> history.AnswerReview:
-    """Dependency: the user's own answer to a gold question, beside the gold label, or 404."""
+    """Dependency: the user's own answer to a gold question (beside the gold label where it
+    may be shown to them), or 404."""
     review = history.answer_review(session, user.id, label_id)
     if review is None:
         # 404 for a label of someone else's, or not an answer: ids reveal nothing.

@@ -26,6 +26,16 @@ def not_a_question() -> ColumnElement[bool]:
     return ~exists().where(GoldLabel.solution_id == Solution.id)
 
 
+def asked_again() -> ColumnElement[bool]:
+    """A condition on ``Solution``, a question: whoever answered it may be served it again.
+
+    A QC question is, in every generation the worker opens (a round skips only its own
+    answers); a screening question never: each labeler gets each one once, and it joins no
+    generation's questions.
+    """
+    return _not_screening()
+
+
 def rates_a_step(label_id: SQLColumnExpression[int]) -> ColumnElement[bool]:
     """Whether the label rates at least one step: what a gold label needs."""
     return exists().where(StepCompletion.label_id == label_id, StepCompletion.rating.is_not(None))

@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 from app.admin.agreement.views import agreement_report
 from app.labeling.history import PAGE_SIZE, my_history, my_work
 from app.main import create_app
-from app.models import Role
-from app.quality.questions import mark_quality_control
+from app.models import SCREENING_GENERATION, Role
+from app.quality.questions import mark_quality_control, unmark_quality_control
 from tests.factories import make_rated_label, make_solution, make_user
 from tests.web import csrf_from, log_in
 
@@ -171,32 +171,120 @@ def test_my_agreement_is_the_agreement_pages_figure_for_me(engine: Engine) -> No
         assert replaced.id == my_history(session, alice.id, 1).rows[-1].label_id
 
 
-def test_quality_control_answers_show_against_the_key(alice: TestClient, world: World) -> None:
+def review_ratings(html: str) -> list[list[str]]:
+    """The rating cells of each row of an answer page's table: the labeler's, then the key's
+    where the page shows it."""
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", html.split("<tbody>", 1)[1], re.S)
+    return [found for row in rows if (found := re.findall(r'rating-cell (\w+)">', row))]
+
+
+KEY_HIDDEN = "The answer key stays hidden: this question is still asked, and may come to you again."
+
+
+def test_a_question_still_asked_shows_my_answer_not_the_key(
+    alice: TestClient, world: World
+) -> None:
+    """QC questions are served again in every generation, so the key of one still marked
+    would answer Alice's next round of it: she sees her ratings and how many matched."""
     page = alice.get("/me").text
-    # Steps 1 and 2 compared with the key (+1, -1): one matches; the key found the error first.
+    # Steps 1 and 2 compared with the key (+1, -1): one matches.
     assert cells(page, "Quality control") == [
         [
             "2026-11-21 09:00",
             "quality control",
             "What is the QC question?",
             "50.0% (1 of 2 ratings)",
-            "not the key's",
-            "See the answer key",
+            "hidden while asked",
+            "See your answer",
         ]
     ]
+    assert "See the answer key" not in page
     assert f'href="/me/answers/{world.alices_answer}"' in page
     assert "the bar is 80.0%" in page
 
     review = alice.get(f"/me/answers/{world.alices_answer}")
     assert review.status_code == 200
-    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", review.text.split("<tbody>", 1)[1], re.S)
-    ratings = [re.findall(r'rating-cell (\w+)">', row) for row in rows]
-    assert ratings == [
-        ["positive", "positive"],
-        ["positive", "negative"],
-        ["negative", "unrated"],
+    # Hers alone (+1, +1, -1): the key's -1 at step 2 and where it stopped are not shown.
+    assert review_ratings(review.text) == [["positive"], ["positive"], ["negative"]]
+    assert KEY_HIDDEN in review.text
+    assert "(1 of 2 ratings)" in text(review.text)
+    assert "You ended it as found error." in review.text and "the key as" not in review.text
+
+
+def test_a_given_up_answer_shows_nothing_of_the_key(engine: Engine) -> None:
+    """The reviewer's reproduction: a "Give up" that rates no step answers a QC question
+    (and counts for nothing), then its answer page would show every rating of the key."""
+    with Session(engine) as session:
+        alice, admin = make_user(session, "alice"), make_user(session, "admin", role=Role.ADMIN)
+        question = make_solution(session, STEPS)
+        gold = make_rated_label(session, admin, question, [1, 0, -1])
+        mark_quality_control(session, question.id, gold.id)
+        answer = make_rated_label(
+            session, alice, question, [], finish_reason="give_up", is_quality_control=True
+        ).id
+        session.commit()
+    with TestClient(create_app()) as client:
+        log_in(client, "alice")
+        page = client.get("/me").text
+        review = client.get(f"/me/answers/{answer}")
+    assert "See the answer key" not in page
+    assert review.status_code == 200
+    assert KEY_HIDDEN in review.text
+    # No rating and no step the key reached: how far it went says where it found the error.
+    assert review_ratings(review.text) == []
+    assert "rating-cell" not in review.text and "x^2" not in review.text
+    assert "the key as" not in review.text
+
+
+def test_a_screening_answer_shows_the_key(engine: Engine) -> None:
+    """A screening question is served to each labeler once (and joins no generation's
+    questions), so its key answers nothing Alice will be asked again."""
+    with Session(engine) as session:
+        alice, admin = make_user(session, "alice"), make_user(session, "admin", role=Role.ADMIN)
+        question = make_solution(
+            session, STEPS, generation=SCREENING_GENERATION, problem_text="What is screened?"
+        )
+        gold = make_rated_label(session, admin, question, [1, 0, -1])
+        mark_quality_control(session, question.id, gold.id)
+        answer = make_rated_label(session, alice, question, [1, 1, 1], is_initial_screening=True).id
+        session.commit()
+    with TestClient(create_app()) as client:
+        log_in(client, "alice")
+        page = client.get("/me").text
+        review = client.get(f"/me/answers/{answer}")
+    assert cells(page, "Quality control")[0][1:] == [
+        "screening",
+        "What is screened?",
+        "33.3% (1 of 3 ratings)",
+        "not the key's",
+        "See the answer key",
     ]
-    assert "You ended it as found error;\n    the key as found error." in review.text
+    assert review.status_code == 200 and KEY_HIDDEN not in review.text
+    assert review_ratings(review.text) == [
+        ["positive", "positive"],
+        ["positive", "neutral"],
+        ["positive", "negative"],
+    ]
+    assert "You ended it as solution;\n    the key as found error." in review.text
+
+
+def test_a_retired_questions_answers_leave_my_work(engine: Engine) -> None:
+    """Unmarking a question forgets its gold label: its answers are answers to nothing (as
+    in the QC figures), so neither they nor the key show."""
+    with Session(engine) as session:
+        alice, admin = make_user(session, "alice"), make_user(session, "admin", role=Role.ADMIN)
+        question = make_solution(session, STEPS)
+        gold = make_rated_label(session, admin, question, [1, 0, -1])
+        mark_quality_control(session, question.id, gold.id)
+        answer = make_rated_label(session, alice, question, [1, 1], is_quality_control=True).id
+        unmark_quality_control(session, question.id)
+        session.commit()
+    with TestClient(create_app()) as client:
+        log_in(client, "alice")
+        page = client.get("/me").text
+        review = client.get(f"/me/answers/{answer}")
+    assert "You have not answered a quality-control question yet" in page
+    assert review.status_code == 404
 
 
 def test_an_answer_rating_no_step_says_so(engine: Engine) -> None:
