@@ -163,6 +163,21 @@ def test_settings_are_saved_as_runtime_settings(admin: Admin, engine: Engine) ->
     }
 
 
+def test_a_form_saved_for_one_setting_leaves_the_others_to_the_environment(
+    admin: Admin, engine: Engine
+) -> None:
+    """The form sends every field; only the one changed is stored over the environment's
+    value, so an operator's later change of the others (STEPLABEL_OVERLAP, say) still
+    takes effect."""
+    with Session(engine) as session:
+        shown = runtime_settings(session.connection(), get_settings())
+    form = {key: str(value) for key, value in shown.items()} | {"qc_rate": "0.5"}
+    assert admin.post("/admin/qc/settings", form).status_code == 200
+    with Session(engine) as session:
+        stored = dict(session.execute(select(ProjectSetting.key, ProjectSetting.value)).all())
+    assert stored == {"qc_rate": 0.5}
+
+
 def test_a_new_overlap_reopens_or_fills_the_queue(admin: Admin, engine: Engine) -> None:
     """Solutions filled at the old overlap get their further labels at a raised one (else
     they, and their generation, would wait forever); a lowered one fills those it covers.

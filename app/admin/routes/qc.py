@@ -79,9 +79,12 @@ def save_qc_settings(
     if not errors:
         forget_cached()  # the values as they stand, for the audit log, not a cached copy
         before = dashboard.runtime_values(session)
-        for key, value in parsed.items():
-            set_value(session, key, value)
         changed = [key for key, value in parsed.items() if before.get(key) != value]
+        # Only what the admin changed is stored over the environment's value: the form
+        # sends every field, and storing them all would freeze the others, so that an
+        # operator's later STEPLABEL_OVERLAP (say) would never take effect.
+        for key in changed:
+            set_value(session, key, parsed[key])
         if "overlap" in changed:
             service.set_default_overlap(session, parsed["overlap"])
         if changed:
