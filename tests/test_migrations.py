@@ -5,9 +5,10 @@ from alembic.migration import MigrationContext
 from sqlalchemy import func, inspect, select
 from sqlalchemy.orm import Session
 
+from app.auth import tokens
 from app.core import schema
 from app.core.db import make_engine
-from app.models import Base, Label, TaskStyle
+from app.models import ApiToken, Base, Label, Role, TaskStyle
 from tests.factories import make_label, make_solution, make_user
 
 
@@ -93,5 +94,34 @@ def test_stored_text_is_compressed_with_lz4_on_postgres_and_back(database_factor
         assert methods() == {""}  # the server's default
         schema.upgrade(url)
         assert methods() == {"l"}
+    finally:
+        engine.dispose()
+
+
+def test_deactivated_users_tokens_are_revoked_and_stay_so(database_factory: object) -> None:
+    # Revision 0018: a user deactivated before deactivation revoked tokens kept live ones,
+    # which their reactivation would bring back.
+    url = database_factory.new_url()  # type: ignore[attr-defined]
+    engine = make_engine(url)
+    try:
+        with Session(engine) as session:
+            gone, still = make_user(session, "gone", role=Role.ADMIN), make_user(session, "ada")
+            made = [
+                tokens.create_token(session, user, "t", frozenset())[0] for user in (gone, still)
+            ]
+            gone.is_active = False  # as deactivation left a user before 0018
+            session.commit()
+            ids = [token.id for token in made]
+
+        def revoked() -> list[bool]:
+            with Session(engine) as session:
+                return [session.get_one(ApiToken, i).revoked_at is not None for i in ids]
+
+        schema.downgrade(url, "0017")
+        assert revoked() == [False, False]
+        schema.upgrade(url)
+        assert revoked() == [True, False]
+        schema.downgrade(url, "0017")
+        assert revoked() == [True, False]
     finally:
         engine.dispose()
