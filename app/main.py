@@ -2,6 +2,7 @@
 
 import gc
 import logging
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from http import HTTPStatus
@@ -32,7 +33,7 @@ from app.api import router as api_v1
 from app.auth import router as login
 from app.auth.sessions import Login, Viewer, check_login, current_admin, login_of
 from app.core import health, schema
-from app.core.config import get_settings, session_secret
+from app.core.config import SettingsError, get_settings, session_secret
 from app.core.db import (
     DATABASE_AWAY,
     RETRY_AFTER_S,
@@ -328,4 +329,15 @@ def create_app() -> FastAPI:
     return app
 
 
-app = create_app()
+def _app_or_exit() -> FastAPI:
+    """The app ``uvicorn app.main:app`` serves. A bad setting ends the server with one line
+    naming the variable and exit status 2, as the command line and the worker say it: the
+    traceback of an import would bury it."""
+    try:
+        return create_app()
+    except SettingsError as error:
+        print(error, file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+app = _app_or_exit()

@@ -77,3 +77,18 @@ def test_the_server_refuses_an_older_schema_in_one_line(tmp_path: Path) -> None:
     assert len(said) == 1, server.stderr
     assert f"the code needs {head}: run `steplabel migrate`" in said[0]
     assert "Traceback" not in server.stderr
+
+
+def test_the_server_refuses_a_bad_setting_in_one_line(tmp_path: Path) -> None:
+    """uvicorn with a setting out of its bounds: one line naming the variable, as the
+    command line and the worker say it, and no traceback."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("STEPLABEL_")}
+    env |= {"STEPLABEL_QC_RATE": "2", "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "uvicorn", "app.main:app", "--port", "0"]
+    server = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert server.returncode == 2
+    assert server.stderr.splitlines() == [
+        "invalid settings: STEPLABEL_QC_RATE: Input should be less than or equal to 1"
+    ]
