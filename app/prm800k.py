@@ -151,6 +151,11 @@ Question = Annotated[
 ]
 
 
+CONSENSUS_KEY = "steplabel_consensus"
+"""The side field of the consensus export's lines (app/consensus/): their provenance. Such a
+line is no labeler's label, and import refuses it."""
+
+
 class Record(_Strict):
     """One line of PRM800K: one labeler's labels for one question."""
 
@@ -174,6 +179,17 @@ class Record(_Strict):
         data = handler(self)
         if isinstance(data, dict) and data.get(EXTERNAL_ID, "") is None:
             del data[EXTERNAL_ID]
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_a_consensus_line(cls, data: Any) -> Any:
+        # Said plainly: "Extra inputs are not permitted" would not tell what the file is.
+        if isinstance(data, dict) and CONSENSUS_KEY in data:
+            raise ValueError(
+                f"a line of the consensus export ({CONSENSUS_KEY}): a consensus is not a "
+                "labeler's label, so it is not imported; import the per-label export"
+            )
         return data
 
     @model_validator(mode="after")

@@ -29,7 +29,7 @@ from app.models import (
 
 CONSENSUS_LABELER = str(uuid.uuid5(uuid.NAMESPACE_URL, "https://steplabel/consensus"))
 """The ``labeler`` of a consensus line: one fixed UUID that no person has."""
-PROVENANCE_KEY = "steplabel_consensus"
+PROVENANCE_KEY = prm800k.CONSENSUS_KEY
 """The side field of a consensus line; PRM800K's readers ignore keys they do not know."""
 
 

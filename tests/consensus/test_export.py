@@ -5,6 +5,7 @@ import json
 from datetime import datetime
 
 import pytest
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -61,6 +62,9 @@ def test_consensus_line_per_solution_with_provenance(session: Session) -> None:
     assert line[prm800k.EXTERNAL_ID] == by_solution[single.id][prm800k.EXTERNAL_ID] == "pipeline-7"
     plain = {key: value for key, value in line.items() if key != PROVENANCE_KEY}
     prm800k.Record.model_validate(plain)
+    # With its provenance it is a consensus line, which import refuses, saying so.
+    with pytest.raises(ValidationError, match="a line of the consensus export"):
+        prm800k.parse_line(json.dumps(line))
     assert line["labeler"] == CONSENSUS_LABELER
     assert line["generation"] == 2
     assert line["timestamp"] == "2024-01-03T00:00:00"
