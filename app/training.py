@@ -4,10 +4,14 @@ their checkpoints.
 The worker (``python -m worker``) claims and runs them; the app never imports torch.
 """
 
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.models import RunStatus, TrainingRun
+from app.models import RunStatus, TrainingRun, utc_now
+from app.project_settings import get_value, set_value
 
 
 def request_run(session: Session, requested_by_id: int | None = None) -> TrainingRun:
@@ -43,3 +47,35 @@ def set_pinned(run: TrainingRun, pinned: bool) -> None:
     if pinned and run.checkpoint_path is None:
         raise ValueError(f"run {run.id} has no checkpoint on disk to pin")
     run.pinned = pinned
+
+
+WARM_UP_KEY = "worker_warm_up"
+"""Where the worker notes its warm-up's progress (a project setting, not an admin's)."""
+WARM_UP_SILENT_AFTER = timedelta(minutes=10)
+"""A note older than this is from a worker that stopped mid-way: not shown."""
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """The worker computing step features ahead of runs, at start: no run, asked for or
+    due, starts until it is done."""
+
+    done: int
+    total: int
+    at: datetime
+
+
+def note_warm_up(session: Session, done: int, total: int) -> None:
+    """The worker's warm-up has computed ``done`` of ``total`` solutions' features."""
+    set_value(session, WARM_UP_KEY, {"done": done, "total": total, "at": utc_now().isoformat()})
+
+
+def warm_up(session: Session, now: datetime | None = None) -> WarmUp | None:
+    """The worker's warm-up under way, from its latest note; None when it is done, never
+    began, or its worker went silent."""
+    noted = get_value(session, WARM_UP_KEY)
+    if not noted:
+        return None
+    progress = WarmUp(noted["done"], noted["total"], datetime.fromisoformat(noted["at"]))
+    silent = (now or utc_now()) - progress.at > WARM_UP_SILENT_AFTER
+    return None if progress.done >= progress.total or silent else progress

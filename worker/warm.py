@@ -15,9 +15,11 @@ import logging
 from collections.abc import Callable
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.core.config import Settings
-from app.core.db import transaction
+from app.core.db import first_line, transaction
+from app.training import note_warm_up
 from worker import repository
 from worker.cycle import feature_cache, training_args_from
 from worker.eval_sets import file_sets
@@ -78,6 +80,23 @@ def warm_feature_cache(
             len(items),
             throughput.tokens_per_second,
         )
+        _note(engine, done, len(items))
 
-    filled = fill_cache(model, tokenizer, items, args, cache, report, should_stop, CHUNK)
+    _note(engine, 0, len(items))
+    try:
+        filled = fill_cache(model, tokenizer, items, args, cache, report, should_stop, CHUNK)
+    finally:
+        _note(engine, len(items), len(items))  # done, or stopped: no run waits on it now
     return filled.sequences
+
+
+def _note(engine: Engine | None, done: int, total: int) -> None:
+    """Tell the PRM page how far the warm-up got (runs wait for it). Only a note: a
+    database away for a moment loses one, and the warm-up goes on."""
+    if engine is None:
+        return
+    try:
+        with transaction(engine) as session:
+            note_warm_up(session, done, total)
+    except SQLAlchemyError as error:
+        logger.warning("could not note the warm-up's progress: %s", first_line(error))

@@ -27,7 +27,7 @@ from app.models import (
 )
 from app.pool_shape import chosen_strategy
 from app.run_metrics import BestOfN, Figure, Gate, LeftOut, Pace, RunMetrics, Split, read_figure
-from app.training import current_run, recent_runs
+from app.training import WarmUp, current_run, recent_runs, warm_up
 
 
 @dataclass(frozen=True)
@@ -198,6 +198,8 @@ class PrmStatus:
     current: RunSummary | None
     waiting: RunSummary | None
     """A requested run no worker has claimed yet."""
+    warm_up: WarmUp | None
+    """The worker's warm-up under way, which runs wait for."""
     running: RunSummary | None
     pace: Pace | None
     """The newest run's view of the open generation: whether a new one was due, and why."""
@@ -283,6 +285,7 @@ def prm_status(session: Session, settings: Settings, limit: int = 50) -> PrmStat
         runs=runs,
         current=summarize(current) if current else None,
         waiting=_latest(runs, RunStatus.REQUESTED),
+        warm_up=warm_up(session),
         running=_latest(runs, RunStatus.RUNNING),
         pace=paced[1] if paced else None,
         pace_run_id=paced[0] if paced else None,

@@ -24,7 +24,13 @@ from app.core.db import transaction
 from app.models import Generation, Problem, QueueState, RunStatus, Solution, TrainingRun
 from app.pool_shape import BY_POOL_SHAPE, strategy_for_pool
 from app.run_metrics import Figure, RunMetrics
-from app.training import request_run, set_pinned
+from app.training import (
+    WARM_UP_SILENT_AFTER,
+    note_warm_up,
+    request_run,
+    set_pinned,
+    warm_up,
+)
 from tests.admin.conftest import HTMX, Admin
 from tests.factories import make_label, make_solution, make_user, prm_run_metrics
 from tests.web import add_user, log_in
@@ -669,3 +675,24 @@ def test_processbench_f1_says_why_it_is_missing(
     tile = re.search(r'id="current-processbench-f1">(.*?)</dd>', page, re.S)
     assert tile and reason in tile.group(1)
     assert reason in admin.client.get("/admin").text
+
+
+def test_a_waiting_run_says_the_worker_is_warming_up(admin: Admin, engine: Engine) -> None:
+    """Runs wait for the worker's warm-up: the page says so, and how far it got, while the
+    worker's note is fresh; a note from a worker that went silent is not shown."""
+    with transaction(engine) as session:
+        request_run(session)
+        note_warm_up(session, 192, 1087)
+    notice = re.search(
+        r'<p class="notice">(Run \d+ is waiting.*?)</p>', admin.client.get("/admin/prm").text, re.S
+    )
+    assert notice and "computing step features ahead of runs" in notice.group(1)
+    assert "192 of 1,087 solutions" in notice.group(1)
+    with Session(engine) as session:
+        noted = warm_up(session)
+        assert noted is not None and (noted.done, noted.total) == (192, 1087)
+        assert warm_up(session, now=noted.at + WARM_UP_SILENT_AFTER + timedelta(seconds=1)) is None
+    with transaction(engine) as session:
+        note_warm_up(session, 1087, 1087)
+    page = admin.client.get("/admin/prm").text
+    assert "is waiting for the worker" in page and "ahead of runs" not in page

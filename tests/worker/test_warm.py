@@ -3,10 +3,12 @@
 from pathlib import Path
 
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.db import transaction
 from app.datasets.demo_seed import seed
+from app.training import WarmUp, warm_up
 from worker.cycle import feature_cache, training_args_from
 from worker.train import setup
 from worker.warm import evaluation_items, pool_items, warm_feature_cache
@@ -59,3 +61,22 @@ def test_warming_covers_the_unlabeled_pool(
 
     assert warm_feature_cache(settings, engine, lambda: False) >= len(pool)
     assert warm_feature_cache(settings, engine, lambda: False) == 0
+
+
+def test_the_warm_up_notes_its_progress_for_the_prm_page(
+    tmp_path: Path, shared_data: Path, engine: Engine
+) -> None:
+    with transaction(engine) as session:
+        seed(session)
+    total = len(pool_items(engine))
+    seen: list[WarmUp | None] = []
+
+    def should_stop() -> bool:  # asked between two chunks: the note is the warm-up's now
+        with Session(engine) as session:
+            seen.append(warm_up(session))
+        return False
+
+    warm_feature_cache(head_settings(tmp_path, shared_data, eval_dir=None), engine, should_stop)
+    assert seen and all(noted is not None and noted.total == total for noted in seen)
+    with Session(engine) as session:
+        assert warm_up(session) is None  # done: no run waits on it
