@@ -8,6 +8,7 @@ from datetime import datetime
 
 import pytest
 from fastapi.testclient import TestClient
+from httpx import Response
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
@@ -211,6 +212,13 @@ def test_a_question_still_asked_shows_my_answer_not_the_key(
     assert "You ended it as found error." in review.text and "the key as" not in review.text
 
 
+def alices_work_and_answer(label_id: int) -> tuple[str, Response]:
+    """Alice's /me page, and her answer page of ``label_id``."""
+    with TestClient(create_app()) as client:
+        log_in(client, "alice")
+        return client.get("/me").text, client.get(f"/me/answers/{label_id}")
+
+
 def test_a_given_up_answer_shows_nothing_of_the_key(engine: Engine) -> None:
     """The reviewer's reproduction: a "Give up" that rates no step answers a QC question
     (and counts for nothing), then its answer page would show every rating of the key."""
@@ -223,10 +231,7 @@ def test_a_given_up_answer_shows_nothing_of_the_key(engine: Engine) -> None:
             session, alice, question, [], finish_reason="give_up", is_quality_control=True
         ).id
         session.commit()
-    with TestClient(create_app()) as client:
-        log_in(client, "alice")
-        page = client.get("/me").text
-        review = client.get(f"/me/answers/{answer}")
+    page, review = alices_work_and_answer(answer)
     assert "See the answer key" not in page
     assert review.status_code == 200
     assert KEY_HIDDEN in review.text
@@ -248,10 +253,7 @@ def test_a_screening_answer_shows_the_key(engine: Engine) -> None:
         mark_quality_control(session, question.id, gold.id)
         answer = make_rated_label(session, alice, question, [1, 1, 1], is_initial_screening=True).id
         session.commit()
-    with TestClient(create_app()) as client:
-        log_in(client, "alice")
-        page = client.get("/me").text
-        review = client.get(f"/me/answers/{answer}")
+    page, review = alices_work_and_answer(answer)
     assert cells(page, "Quality control")[0][1:] == [
         "screening",
         "What is screened?",
@@ -279,10 +281,7 @@ def test_a_retired_questions_answers_leave_my_work(engine: Engine) -> None:
         answer = make_rated_label(session, alice, question, [1, 1], is_quality_control=True).id
         unmark_quality_control(session, question.id)
         session.commit()
-    with TestClient(create_app()) as client:
-        log_in(client, "alice")
-        page = client.get("/me").text
-        review = client.get(f"/me/answers/{answer}")
+    page, review = alices_work_and_answer(answer)
     assert "You have not answered a quality-control question yet" in page
     assert review.status_code == 404
 
@@ -365,10 +364,7 @@ def test_a_task_made_a_question_later_shows_no_answer_key(engine: Engine) -> Non
         gold = make_rated_label(session, admin, solution, [1, -1])
         mark_quality_control(session, solution.id, gold.id)
         session.commit()
-    with TestClient(create_app()) as client:
-        log_in(client, "alice")
-        page = client.get("/me").text
-        answer = client.get(f"/me/answers/{task}")
+    page, answer = alices_work_and_answer(task)
     assert "You have not answered a quality-control question yet" in page
     assert f"/me/answers/{task}" not in page and "See the answer key" not in page
     assert cells(page, "History") == [
