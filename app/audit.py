@@ -55,6 +55,7 @@ ACTIONS = {
     "token.create": "created an API token",
     "token.revoke": "revoked an API token",
     "consensus.adjudicate": "adjudicated a solution's final label",
+    "consensus.clear": "cleared a solution's adjudication",
 }
 """The actions recorded today, with what the admin page calls them."""
 

@@ -377,6 +377,19 @@ def adjudicate(
     return row
 
 
+def clear_adjudication(session: Session, solution_id: int, admin: User) -> None:
+    """Undo a solution's adjudication: its labels' vote decides again (a tie needs
+    adjudication again). The audit log keeps the decision cleared. AdjudicationError when
+    there is none; flushes, never commits."""
+    row = session.get(Adjudication, solution_id)
+    if row is None:
+        raise AdjudicationError(f"solution {solution_id} is not adjudicated: nothing to clear")
+    before = _decision(row)
+    session.delete(row)
+    session.flush()
+    audit.record(session, admin, "consensus.clear", f"solution {solution_id}", before, None)
+
+
 def _decision(row: Adjudication) -> dict[str, Any]:
     """An adjudication as the audit log keeps it."""
     return {

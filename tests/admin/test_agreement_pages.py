@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from app.models import Role
+from app.models import AuditEntry, Role
 from app.templating import decimal, number, percent
 from tests.admin.projects import (
     LABELERS,
@@ -415,3 +415,42 @@ def test_a_tie_is_listed_as_needing_adjudication_until_an_admin_decides(
         [1, 1, -1],
         "root",
     )
+
+
+def test_an_adjudication_can_be_cleared_and_the_vote_decides_again(
+    app_client: TestClient, engine: Engine
+) -> None:
+    """An admin who adjudicated by mistake clears it: the tie needs adjudication again, and
+    the audit log keeps the decision cleared. Clearing what is not there says so."""
+    with Session(engine) as session:
+        solution = make_solution(session, ["A.", "B.", "C."])
+        make_rated_label(session, make_user(session, "ann"), solution, [1, -1])
+        make_rated_label(session, make_user(session, "ben"), solution, [1, 1, 1])
+        session.commit()
+        solution_id = solution.id
+    add_user(engine, "root", role=Role.ADMIN)
+    token = log_in(app_client, "root")
+    adjudication = f"{PAGES[1]}/{solution_id}/adjudication"
+    app_client.post(adjudication, data={"rating": ["1", "1", "-1"], "csrf_token": token})
+    page = app_client.get(f"{PAGES[1]}/{solution_id}").text
+    assert f'action="{adjudication}/clear"' in page
+
+    cleared = app_client.post(
+        f"{adjudication}/clear", data={"csrf_token": token}, follow_redirects=False
+    )
+    assert cleared.status_code == 303
+    assert cleared.headers["location"] == f"/admin/agreement/items/{solution_id}#consensus"
+    final = app_client.get(f"{APIS[1]}/{solution_id}/consensus").json()
+    assert (final["status"], final["method"]) == ("needs_adjudication", None)
+    assert f'action="{adjudication}/clear"' not in app_client.get(f"{PAGES[1]}/{solution_id}").text
+    with Session(engine) as session:
+        entries = session.execute(
+            select(AuditEntry.target, AuditEntry.before, AuditEntry.after).where(
+                AuditEntry.action == "consensus.clear"
+            )
+        ).all()
+    assert [(target, before["ratings"], after) for target, before, after in entries] == [
+        (f"solution {solution_id}", [1, 1, -1], None)
+    ]
+    again = app_client.post(f"{adjudication}/clear", data={"csrf_token": token})
+    assert again.status_code == 422 and "is not adjudicated" in again.text

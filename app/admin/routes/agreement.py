@@ -154,6 +154,19 @@ async def adjudicate_item(
     return RedirectResponse(href, status_code=303)
 
 
+@pages.post("/agreement/items/{solution_id}/adjudication/clear", response_class=HTMLResponse)
+def clear_adjudication(
+    request: Request, session: DbSession, admin: CurrentAdmin, item: Item
+) -> Response:
+    """Undo the solution's adjudication: its labels' vote decides again."""
+    try:
+        consensus_service.clear_adjudication(session, item.solution_id, admin)
+    except consensus_service.AdjudicationError as error:
+        return _item_page(request, session, item, str(error))
+    href = f"/admin/agreement/items/{item.solution_id}#consensus"
+    return RedirectResponse(href, status_code=303)
+
+
 def _form_int(value: str) -> int:
     """A form's whole number, -1 up to a row id; AdjudicationError (422) for anything else."""
     if re.fullmatch(r"-?[0-9]{1,10}", value) is None or not -1 <= int(value) <= INTEGER_MAX:
