@@ -22,6 +22,7 @@ from app.auth.throttle import (
     FREE_PER_ACCOUNT,
     FREE_PER_ADDRESS,
     MAX_DELAY,
+    counted_address,
     delay_after,
 )
 from app.auth.users import reset_password
@@ -199,3 +200,19 @@ def test_concurrent_guesses_from_one_address_check_no_more_than_its_limit(
     names = [f"user{index}" for index in range(GUESSES)]
     outcomes = concurrent_guesses(engine, names, ATTACKER[0])
     assert outcomes.count("checked") == FREE_PER_ADDRESS
+
+
+def test_addresses_of_one_ipv6_network_share_their_counters(engine: Engine) -> None:
+    """A host gets a whole /64 of IPv6 addresses: counted one by one, each address would be
+    a new guesser. One /64 counts as one address; another network, or IPv4, does not."""
+    add_user(engine, "alice")
+    now = utc_now()
+    network = [f"2001:db8:1:2::{index:x}" for index in range(1, FREE_FROM_ONE_ADDRESS + 2)]
+    assert [attempt(engine, now, address=a) for a in network] == ["wrong"] * 5 + ["wait"]
+    assert attempt(engine, now, address="2001:db8:1:3::1") == "wrong"
+    assert [counted_address(a) for a in ("192.0.2.1", "::ffff:192.0.2.1", "unknown")] == [
+        "192.0.2.1",
+        "192.0.2.1",  # IPv4, as a dual-stack server writes it
+        "unknown",
+    ]
+    assert counted_address("2001:DB8:1:2:aaaa::9") == "2001:db8:1:2::/64"

@@ -16,6 +16,7 @@ passwords than the counters allow. A successful login gives its attempt back and
 the account's failures from its address, and only those: other addresses' counts stand.
 """
 
+import ipaddress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -60,8 +61,24 @@ class Counter:
         return ANY not in (self.name, self.address)
 
 
+def counted_address(address: str) -> str:
+    """The address a counter counts by: an IPv6 address's /64 network, as a host is given
+    a whole /64 and would otherwise be a new guesser at each of its addresses; IPv4 (also
+    as IPv6 writes it, ``::ffff:192.0.2.1``) and anything else as it is."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address  # "unknown": no client address at all
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
 def counters_of(name: str, address: str) -> list[Counter]:
     """The counters a login attempt falls under, in the order their rows are locked."""
+    address = counted_address(address)
     counters = [
         Counter(name, address, FREE_FROM_ONE_ADDRESS),
         Counter(ANY, address, FREE_PER_ADDRESS),
