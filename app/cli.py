@@ -457,6 +457,8 @@ def _change_user(action: str, name: str, *args: str) -> None:
             users.change_user(session, None, action, name, *args)
     except LookupError as error:
         _fail(str(error.args[0]))
+    except ValueError as error:  # a password too short
+        _fail(str(error))
 
 
 @users_cli.command("deactivate")

@@ -26,9 +26,11 @@ def test_add_list_approve_deactivate(engine: Engine) -> None:
     assert carol.role == "labeler" and carol.is_active and not carol.is_approved
     assert verify_password(carol.password_hash, password)
 
-    admin = runner.invoke(cli, ["users", "add", "dana", "--role", "admin", "--password", "pw-1"])
-    assert admin.exit_code == 0 and "pw-1" not in admin.stdout
-    assert verify_password(user(engine, "dana").password_hash, "pw-1")
+    admin = runner.invoke(
+        cli, ["users", "add", "dana", "--role", "admin", "--password", "pw-1-ok!"]
+    )
+    assert admin.exit_code == 0 and "pw-1-ok!" not in admin.stdout
+    assert verify_password(user(engine, "dana").password_hash, "pw-1-ok!")
 
     assert runner.invoke(cli, ["users", "approve", "carol"]).exit_code == 0
     assert user(engine, "carol").is_approved
@@ -52,36 +54,43 @@ def test_add_list_approve_deactivate(engine: Engine) -> None:
 
 
 def test_errors_are_clear(engine: Engine) -> None:
-    runner.invoke(cli, ["users", "add", "carol", "--password", "x"])
+    runner.invoke(cli, ["users", "add", "carol", "--password", "x-password"])
     duplicate = runner.invoke(cli, ["users", "add", "carol"])
     assert duplicate.exit_code == 1 and "already exists" in duplicate.stderr
     # The same rules as the users page: trimmed, not empty, not another's but for case.
     for name, message in [("   ", "give the user a name"), (" Carol ", "as 'carol'")]:
         refused = runner.invoke(cli, ["users", "add", name])
         assert refused.exit_code == 1 and message in refused.stderr, name
-    padded = runner.invoke(cli, ["users", "add", " dana ", "--password", "x"])
+    padded = runner.invoke(cli, ["users", "add", " dana ", "--password", "x-password"])
     assert padded.exit_code == 0 and "created labeler dana\n" in padded.stdout
     assert user(engine, "dana").name == "dana"
     missing = runner.invoke(cli, ["users", "deactivate", "nobody"])
     assert missing.exit_code == 1 and "no user named 'nobody'" in missing.stderr
     bad_role = runner.invoke(cli, ["users", "add", "eve", "--role", "boss"])
     assert bad_role.exit_code == 2
+    short = runner.invoke(cli, ["users", "add", "erin", "--password", "seven77"])
+    assert short.exit_code == 1 and "at least 8 characters" in short.stderr
+    reset = runner.invoke(cli, ["users", "reset-password", "dana", "--password", "seven77"])
+    assert reset.exit_code == 1 and "at least 8 characters" in reset.stderr
+    assert verify_password(user(engine, "dana").password_hash, "x-password")
+    with Session(engine) as session:
+        assert session.scalar(select(User).where(User.name == "erin")) is None
 
 
 def test_reset_password_ends_sessions(engine: Engine) -> None:
-    runner.invoke(cli, ["users", "add", "carol", "--password", "old"])
+    runner.invoke(cli, ["users", "add", "carol", "--password", "old password"])
     before = user(engine, "carol").session_version
-    reset = runner.invoke(cli, ["users", "reset-password", "carol", "--password", "new"])
+    reset = runner.invoke(cli, ["users", "reset-password", "carol", "--password", "new password"])
     assert reset.exit_code == 0
     after = user(engine, "carol")
-    assert verify_password(after.password_hash, "new") and not verify_password(
-        after.password_hash, "old"
+    assert verify_password(after.password_hash, "new password") and not verify_password(
+        after.password_hash, "old password"
     )
     assert after.session_version == before + 1
 
 
 def test_end_sessions_logs_a_user_out_everywhere(engine: Engine) -> None:
-    runner.invoke(cli, ["users", "add", "dave", "--password", "pw"])
+    runner.invoke(cli, ["users", "add", "dave", "--password", "a password"])
     before = user(engine, "dave").session_version
     ended = runner.invoke(cli, ["users", "end-sessions", "dave"])
     assert ended.exit_code == 0 and "ended every session of dave" in ended.output

@@ -16,8 +16,19 @@ from app.models import Assignment, Role, User, utc_now
 _hasher = PasswordHasher()
 
 
+MIN_PASSWORD_LENGTH = 8
+"""The least a password a person chooses may have (NIST SP 800-63B); generated ones are
+longer (``new_password``)."""
+
+
 def hash_password(password: str) -> str:
     return _hasher.hash(password)
+
+
+def check_password(password: str) -> None:
+    """ValueError for a password too short to choose."""
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise ValueError(f"a password has at least {MIN_PASSWORD_LENGTH} characters")
 
 
 def verify_password(password_hash: str | None, password: str) -> bool:
@@ -46,12 +57,13 @@ def create_user(
 ) -> User:
     """A new active user (``clean_name``'s name), recorded as created by ``actor`` (None:
     the command line) in the audit log; raises ValueError if the name is taken, in any
-    case, or not a name.
+    case, or not a name, or the password too short (``check_password``).
 
     Labelers start unapproved: they get the screening questions until an admin approves
     them. Admins need no approval.
     """
     name = clean_name(name)
+    check_password(password)
     taken = next(
         (n for n in session.scalars(select(User.name)) if n.casefold() == name.casefold()), None
     )
@@ -133,7 +145,9 @@ def approve(session: Session, name: str) -> User:
 
 
 def reset_password(session: Session, name: str, password: str) -> User:
-    """Set a new password, end the user's open sessions and lift their login delays."""
+    """Set a new password, end the user's open sessions and lift their login delays;
+    ValueError for one too short (``check_password``)."""
+    check_password(password)
     user = end_sessions(session, name)
     user.password_hash = hash_password(password)
     throttle.clear(session, name)
