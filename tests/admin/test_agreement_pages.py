@@ -376,15 +376,20 @@ def test_a_solution_with_fewer_than_two_labelers_shows_its_final_label_and_refus
     assert 'role="alert"' in refused.text and "no labels" in refused.text
 
 
-def test_a_tie_is_listed_as_needing_adjudication_until_an_admin_decides(
-    app_client: TestClient, engine: Engine
-) -> None:
+def tied_solution(engine: Engine) -> int:
+    """A three-step solution whose two labelers tie at step 2: it needs adjudication."""
     with Session(engine) as session:
         solution = make_solution(session, ["A.", "B.", "C."])
         make_rated_label(session, make_user(session, "ann"), solution, [1, -1])
         make_rated_label(session, make_user(session, "ben"), solution, [1, 1, 1])
         session.commit()
-        solution_id = solution.id
+        return solution.id
+
+
+def test_a_tie_is_listed_as_needing_adjudication_until_an_admin_decides(
+    app_client: TestClient, engine: Engine
+) -> None:
+    solution_id = tied_solution(engine)
     add_user(engine, "lee")
     token = log_in(app_client, "lee")
     adjudication = f"{PAGES[1]}/{solution_id}/adjudication"
@@ -422,12 +427,7 @@ def test_an_adjudication_can_be_cleared_and_the_vote_decides_again(
 ) -> None:
     """An admin who adjudicated by mistake clears it: the tie needs adjudication again, and
     the audit log keeps the decision cleared. Clearing what is not there says so."""
-    with Session(engine) as session:
-        solution = make_solution(session, ["A.", "B.", "C."])
-        make_rated_label(session, make_user(session, "ann"), solution, [1, -1])
-        make_rated_label(session, make_user(session, "ben"), solution, [1, 1, 1])
-        session.commit()
-        solution_id = solution.id
+    solution_id = tied_solution(engine)
     add_user(engine, "root", role=Role.ADMIN)
     token = log_in(app_client, "root")
     adjudication = f"{PAGES[1]}/{solution_id}/adjudication"
